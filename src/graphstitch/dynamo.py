@@ -1,0 +1,115 @@
+"""The one place graphstitch touches torch / Dynamo internals.
+
+Everything private is reached through here, behind a feature check, so a torch upgrade
+that moves something breaks one function with a clear message instead of the whole tool.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from typing import Any, Callable, Iterator
+
+import torch
+import torch._dynamo
+
+TRACE_LOGGER = "torch.__trace"  # what TORCH_TRACE writes to (torch/_logging/_internal.py)
+
+
+def torch_version() -> str:
+    return str(torch.__version__)
+
+
+def torch_dir() -> str:
+    return os.path.dirname(os.path.abspath(torch.__file__))
+
+
+@contextlib.contextmanager
+def trace_handler(handler: logging.Handler) -> Iterator[None]:
+    """Attach a handler to the structured-trace logger for the duration of the block.
+
+    trace_structured() only builds records while the logger has handlers, so records cost
+    nothing outside a capture.
+    """
+    log = logging.getLogger(TRACE_LOGGER)
+    old_level = log.level
+    log.setLevel(logging.DEBUG)
+    log.addHandler(handler)
+    try:
+        yield
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(old_level)
+
+
+def intern_table() -> dict[int, str]:
+    """Strings already interned in this process (int id -> string).
+
+    Interning is per process: a filename interned by an earlier compile is never emitted
+    again, so an in-process capture must start from the existing table.
+    """
+    try:
+        from torch._logging.structured import INTERN_TABLE
+    except ImportError:  # pragma: no cover - feature check
+        return {}
+    return {v: k for k, v in INTERN_TABLE.items()}
+
+
+def current_compile_id() -> str | None:
+    try:
+        cid = torch._guards.CompileContext.current_compile_id()
+    except AttributeError:  # pragma: no cover - feature check
+        return None
+    if cid is None:
+        return None
+    s = f"{cid.frame_id}/{cid.frame_compile_id}"
+    if getattr(cid, "compiled_autograd_id", None) is not None:
+        s = f"!{cid.compiled_autograd_id}/{s}"
+    return s
+
+
+def reset() -> None:
+    """Forget every compile so the next capture sees Dynamo from scratch.
+
+    reset() alone leaves `counters` and the compilation-metrics deque behind.
+    """
+    torch._dynamo.reset()
+    with contextlib.suppress(Exception):
+        torch._dynamo.utils.counters.clear()
+    clear = getattr(torch._dynamo.utils, "clear_compilation_metrics", None)
+    if clear is not None:
+        clear()
+
+
+@contextlib.contextmanager
+def config(nested_graph_breaks: bool | None = None, **extra: Any) -> Iterator[None]:
+    patch: dict[str, Any] = {}
+    if nested_graph_breaks is not None:
+        if not hasattr(torch._dynamo.config, "nested_graph_breaks"):
+            raise RuntimeError("this torch has no torch._dynamo.config.nested_graph_breaks")
+        patch["nested_graph_breaks"] = nested_graph_breaks
+    patch.update(extra)
+    with torch._dynamo.config.patch(**patch):
+        yield
+
+
+def lookup_backend(name: str) -> Callable:
+    from torch._dynamo.backends.registry import lookup_backend as lb
+    return lb(name)
+
+
+def graph_ops(gm: torch.fx.GraphModule) -> list[str]:
+    """The ops of an FX graph, in order, as readable names (for op counts and collectives)."""
+    ops = []
+    for node in gm.graph.nodes:
+        if node.op in ("call_function", "call_method", "call_module"):
+            t = node.target
+            ops.append(t if isinstance(t, str) else getattr(t, "__name__", None) or str(t))
+    return ops
+
+
+def quiet_dynamo_warnings() -> None:
+    """Silence Dynamo's own graph-break warnings: the census reports each break once."""
+    with contextlib.suppress(Exception):
+        torch._logging.set_logs(dynamo=logging.ERROR)

@@ -1,0 +1,202 @@
+"""Live capture: structured-trace records and counted graphs from a real torch.compile run."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import logging
+import traceback
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Sequence
+
+import torch
+
+from . import dynamo
+from .analysis import Census, build_census
+from .records import Decoder, Record
+
+Sink = Callable[[Record], None]
+
+
+class _TraceHandler(logging.Handler):
+    def __init__(self, sink: Sink):
+        super().__init__(logging.DEBUG)
+        self.sink = sink
+
+    def emit(self, record: logging.LogRecord) -> None:
+        meta = getattr(record, "metadata", None)
+        if isinstance(meta, dict):
+            self.sink(Record(meta, getattr(record, "payload", None)))
+
+
+class Capture:
+    """Collects everything torch.compile does inside a ``with graphstitch.capture()`` block.
+
+    ``cap.census`` is built when the block exits (also when it raised).
+    """
+
+    def __init__(self, sink: Sink | None = None, *, reset: bool = True, target: str | None = None):
+        self._reset = reset
+        self._target = target
+        self._decoder = Decoder(intern=dynamo.intern_table())
+        self.events: list = []
+        self.sink: Sink = sink or self._decode
+        self.census: Census | None = None
+
+    def _decode(self, rec: Record) -> None:
+        self.events.extend(self._decoder.decode(rec))
+
+    def note(self, **data: Any) -> None:
+        """Add a graphstitch run record (target, config, outcome) to the stream."""
+        self.sink(Record({"graphstitch_run": data}))
+
+    @contextlib.contextmanager
+    def _active(self) -> Iterator["Capture"]:
+        if self._reset:
+            dynamo.reset()
+        self.note(torch_version=dynamo.torch_version(), target=self._target)
+        try:
+            with dynamo.trace_handler(_TraceHandler(self.sink)):
+                yield self
+        finally:
+            self.census = build_census(self.events, target=self._target)
+            self.census.trace_stats = {"records": self._decoder.records, "malformed": self._decoder.malformed}
+
+    def __enter__(self) -> "Capture":
+        self._cm = self._active()
+        return self._cm.__enter__()
+
+    def __exit__(self, *exc) -> bool:
+        return bool(self._cm.__exit__(*exc))
+
+
+def capture(*, reset: bool = True) -> Capture:
+    """``with graphstitch.capture() as cap: ...`` then read ``cap.census``.
+
+    With ``reset=True`` (default) Dynamo's caches are cleared on entry, so functions compiled
+    before the block are compiled again inside it and their breaks are seen.
+    """
+    return Capture(reset=reset)
+
+
+def counting_backend(sink: Sink, inner: Callable | None = None) -> Callable:
+    """A backend that records each FX graph with its compile id, then runs it (eagerly by
+    default, or through ``inner``)."""
+    def backend(gm: torch.fx.GraphModule, example_inputs):
+        ops = dynamo.graph_ops(gm)
+        sink(Record({"graphstitch_graph": {"compile_id": dynamo.current_compile_id(),
+                                           "op_count": len(ops), "ops": ops}}))
+        return inner(gm, example_inputs) if inner is not None else gm.forward
+    return backend
+
+
+# ----------------------------------------------------------------------------- running calls
+
+@dataclass
+class Options:
+    backend: str = "counting"
+    nested_graph_breaks: bool = False
+    dynamic: bool | None = None
+    grad: bool = False
+    check_eager: bool = True
+
+    def as_config(self) -> dict:
+        return {"backend": self.backend, "nested_graph_breaks": self.nested_graph_breaks,
+                "dynamic": self.dynamic, "grad": self.grad}
+
+
+Call = tuple[Callable, tuple, dict]
+
+
+def outputs_equal(actual: Any, expected: Any) -> tuple[bool, str | None]:
+    """Compiled vs eager with torch.testing's dtype-aware tolerances."""
+    try:
+        torch.testing.assert_close(actual, expected, equal_nan=True)
+        return True, None
+    except Exception as e:  # noqa: BLE001 - any mismatch (value, type, structure) is an answer
+        return False, str(e).strip().splitlines()[0][:300]
+
+
+def _clone(x: Any) -> Any:
+    try:
+        return copy.deepcopy(x)
+    except Exception:  # noqa: BLE001 - uncopyable outputs are compared as they are
+        return x
+
+
+def _error(kind: str, exc: BaseException) -> dict:
+    tb = traceback.extract_tb(exc.__traceback__)
+    last = tb[-1] if tb else None
+    return {"kind": kind, "type": type(exc).__name__, "message": str(exc).strip()[:2000],
+            "where": f"{last.filename}:{last.lineno}" if last else None}
+
+
+def run_calls(cap: Capture, calls: Sequence[Call], opts: Options) -> None:
+    """Eager reference first, then the compiled calls in order, under capture.
+
+    Failures are recorded on the capture (``error``), never raised: a partial census is
+    still a census.
+    """
+    cap.note(config=opts.as_config(), calls=len(calls))
+    grad = torch.enable_grad() if opts.grad else torch.no_grad()
+    expected: list[Any] = []
+    with grad:
+        if opts.check_eager:
+            for fn, args, kwargs in calls:
+                torch.manual_seed(0)
+                try:
+                    expected.append(_clone(fn(*args, **kwargs)))
+                except Exception as e:  # noqa: BLE001
+                    cap.note(error=_error("eager", e))
+                    return
+        inner = None if opts.backend in ("counting", "graphstitch") else dynamo.lookup_backend(opts.backend)
+        backend = counting_backend(cap.sink, inner)
+        compiled: dict[int, Callable] = {}
+        outputs: list[Any] = []
+        with dynamo.config(nested_graph_breaks=opts.nested_graph_breaks):
+            for fn, args, kwargs in calls:
+                # One compiled wrapper per distinct callable, so calls share its cache.
+                cfn = compiled.get(id(fn))
+                if cfn is None:
+                    cfn = compiled[id(fn)] = torch.compile(fn, backend=backend, dynamic=opts.dynamic)
+                torch.manual_seed(0)
+                try:
+                    outputs.append(cfn(*args, **kwargs))
+                except Exception as e:  # noqa: BLE001
+                    cap.note(error=_error("compiled", e))
+                    return
+    if opts.check_eager:
+        for i, (got, want) in enumerate(zip(outputs, expected)):
+            ok, why = outputs_equal(got, want)
+            if not ok:
+                cap.note(outputs_match_eager=False, output_mismatch=f"call {i}: {why}")
+                return
+        cap.note(outputs_match_eager=True)
+
+
+def census_calls(fn: Callable | None, calls: Sequence, *, backend: str = "counting",
+                 nested_graph_breaks: bool = False, dynamic: bool | None = None,
+                 grad: bool = False, check_eager: bool = True) -> Census:
+    """Compile and make several calls in order (so recompiles between them are seen).
+
+    ``calls`` holds ``(args, kwargs)`` pairs when ``fn`` is given, else ``(fn, args, kwargs)``
+    triples. Errors are reported on ``census.error``, not raised.
+    """
+    norm: list[Call] = []
+    for c in calls:
+        if fn is not None:
+            args, kwargs = (c, {}) if not (isinstance(c, tuple) and len(c) == 2 and isinstance(c[1], dict)) else c
+            norm.append((fn, tuple(args), dict(kwargs)))
+        else:
+            f, args, kwargs = c
+            norm.append((f, tuple(args), dict(kwargs)))
+    opts = Options(backend, nested_graph_breaks, dynamic, grad, check_eager)
+    with Capture(target=getattr(fn, "__qualname__", None) if fn is not None else None) as cap:
+        run_calls(cap, norm, opts)
+    assert cap.census is not None
+    return cap.census
+
+
+def census(fn: Callable, *args: Any, **kwargs: Any) -> Census:
+    """Compile ``fn`` with graphstitch's counting backend, call it once, return the census."""
+    return census_calls(fn, [(args, kwargs)])

@@ -1,0 +1,375 @@
+"""Trace records -> events.
+
+A *record* is what `torch._logging.trace_structured` emits: a metadata dict whose one
+non-context key names its kind (``dynamo_start``, ``artifact``, ``compilation_metrics``…)
+plus an optional text payload. Live capture receives records from a logging handler;
+TORCH_TRACE files hold the same records as text lines. Both feed one :class:`Decoder`,
+which dispatches each record to the one parser registered for its kind and yields
+typed events. The analysis (``census.py``) only ever sees events.
+
+This module must not import torch: traces are read on machines without it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Iterator
+
+# Keys trace_structured adds around the kind key (torch/_logging/_internal.py).
+CONTEXT_KEYS = frozenset(
+    {"rank", "compiled_autograd_id", "frame_id", "frame_compile_id", "attempt",
+     "severity", "timestamp", "pathname", "thread", "subgraph_name", "has_payload", "stack"}
+)
+
+
+@dataclass(slots=True)
+class Record:
+    meta: dict
+    payload: str | None = None
+
+    @property
+    def kind(self) -> str | None:
+        for k in self.meta:
+            if k not in CONTEXT_KEYS:
+                return k
+        return None
+
+
+# ----------------------------------------------------------------------------- events
+
+@dataclass(slots=True)
+class StackFrame:
+    file: str
+    line: int
+    function: str
+    code: str = ""
+
+
+@dataclass(slots=True)
+class FrameStart:
+    compile_id: str
+    stack: list[StackFrame]
+
+
+@dataclass(slots=True)
+class BreakReport:
+    compile_id: str
+    gb_ids: list[str]            # in message order; the first is the root cause
+    gb_type: str
+    explanation: str
+    hints: list[str]
+    at_file: str | None          # "Graph break in user code at FILE:LINE"
+    at_line: int | None
+    traceback: list[StackFrame]  # "User code traceback:", outermost first
+    reason: str                  # the "Graph Break Reason:" line
+
+
+@dataclass(slots=True)
+class RecompileReasons:
+    compile_id: str
+    reasons: list[str]           # one per failed cache entry, "0/0: <guard failure>"
+
+
+@dataclass(slots=True)
+class FrameMetrics:
+    compile_id: str
+    function: str
+    file: str
+    line: int
+    fail_type: str | None
+    fail_reason: str | None
+    fail_file: str | None
+    fail_line: int | None
+    graph_op_count: int | None
+    guard_count: int | None
+    compile_seconds: float
+    start_time: float | None
+
+
+@dataclass(slots=True)
+class OutputGraph:
+    compile_id: str
+
+
+@dataclass(slots=True)
+class Guards:
+    compile_id: str
+    text: str
+
+
+@dataclass(slots=True)
+class BackendGraph:
+    """One FX graph seen by graphstitch's counting backend (live capture only)."""
+    compile_id: str
+    op_count: int
+    ops: list[str]
+
+
+@dataclass(slots=True)
+class RunInfo:
+    """graphstitch's own record: what was run, how, and how it ended."""
+    data: dict
+
+
+DecodedEvent = (FrameStart | BreakReport | RecompileReasons | FrameMetrics | OutputGraph
+                | Guards | BackendGraph | RunInfo)
+
+
+# ----------------------------------------------------------------------------- parsers
+
+@dataclass(slots=True)
+class _Parser:
+    fn: Callable[["Decoder", dict, str | None], Iterable[DecodedEvent]]
+    wants_payload: bool
+
+
+PARSERS: dict[str, _Parser] = {}
+
+
+def parser(kind: str, *, payload: bool):
+    """Register the parser for one record kind (``artifact:NAME`` for artifacts)."""
+    def register(fn):
+        PARSERS[kind] = _Parser(fn, payload)
+        return fn
+    return register
+
+
+def dispatch_key(meta: dict) -> str | None:
+    kind = next((k for k in meta if k not in CONTEXT_KEYS), None)
+    if kind == "artifact":
+        body = meta.get("artifact")
+        if isinstance(body, dict):
+            return f"artifact:{body.get('name')}"
+    return kind
+
+
+def compile_id_of(meta: dict) -> str:
+    fid, fcid = meta.get("frame_id"), meta.get("frame_compile_id")
+    cid = f"{fid}/{fcid}" if fid is not None else "?/?"
+    if meta.get("compiled_autograd_id") is not None:
+        cid = f"!{meta['compiled_autograd_id']}/{cid}"
+    return cid
+
+
+def _int(v) -> int | None:
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return None
+
+
+@parser("str", payload=False)
+def _parse_str(dec: "Decoder", meta: dict, payload):
+    entry = meta.get("str")
+    if isinstance(entry, list) and len(entry) == 2:
+        dec.intern[entry[1]] = entry[0]
+    return ()
+
+
+@parser("dynamo_start", payload=False)
+def _parse_dynamo_start(dec: "Decoder", meta: dict, payload):
+    body = meta.get("dynamo_start") or {}
+    stack = [dec.frame(s) for s in body.get("stack") or [] if isinstance(s, dict)]
+    return (FrameStart(compile_id_of(meta), stack),)
+
+
+_AT_RE = re.compile(r"Graph break in user code at (.+):(\d+)\s*$", re.M)
+_GB_URL_RE = re.compile(r"compile-graph-break-site/gb/gb(\d{4})\.html", re.I)
+_TB_FRAME_RE = re.compile(r'^\s*File "(.+)", line (\d+), in (.+?)\s*$')
+
+
+def parse_break_text(text: str) -> dict:
+    """Split one formatted graph-break message into its parts (torch 2.13 layout)."""
+    lines = text.splitlines()
+    at = _AT_RE.search(text)
+    gb_ids = [f"GB{n}" for n in _GB_URL_RE.findall(text)]
+    reason, gb_type, explanation, hints = "", "", [], []
+    expl_idx = next((i for i, ln in enumerate(lines) if ln.strip().startswith("Explanation:")), None)
+    for ln in lines:
+        if ln.startswith("Graph Break Reason:"):
+            reason = ln.split(":", 1)[1].strip()
+            break
+    if expl_idx is not None:
+        prev = next((lines[i].strip() for i in range(expl_idx - 1, -1, -1) if lines[i].strip()), "")
+        gb_type = prev.removeprefix("Graph Break Reason:").strip()
+        explanation.append(lines[expl_idx].strip().removeprefix("Explanation:").strip())
+        i = expl_idx + 1
+        # The explanation may continue over several lines, up to the first hint / debug context.
+        while i < len(lines):
+            s = lines[i].strip()
+            if not s or s.startswith(("Hint:", "Developer debug context:", "For more details")):
+                break  # a blank line ends it; what follows is debug detail (e.g. the branch's graph)
+            explanation.append(s)
+            i += 1
+        while i < len(lines):
+            s = lines[i].strip()
+            if s.startswith("Hint:"):
+                hints.append(s.removeprefix("Hint:").strip())
+            elif s.startswith(("Developer debug context:", "For more details", "User code traceback:")):
+                break
+            i += 1
+    else:
+        gb_type = reason
+    traceback: list[StackFrame] = []
+    try:
+        start = next(i for i, ln in enumerate(lines) if ln.startswith("User code traceback:"))
+    except StopIteration:
+        start = None
+    if start is not None:
+        i = start + 1
+        while i < len(lines):
+            m = _TB_FRAME_RE.match(lines[i])
+            if m:
+                code = lines[i + 1].strip() if i + 1 < len(lines) and not _TB_FRAME_RE.match(lines[i + 1]) else ""
+                traceback.append(StackFrame(m.group(1), int(m.group(2)), m.group(3), code))
+            elif lines[i].strip() and not lines[i].startswith(" "):
+                break  # end of the traceback block ("Traceback (most recent…", "NoneType: None")
+            i += 1
+    return {
+        "gb_ids": gb_ids,
+        "gb_type": gb_type,
+        "explanation": " ".join(s for s in explanation if s).strip(),
+        "hints": hints,
+        "at_file": at.group(1) if at else None,
+        "at_line": int(at.group(2)) if at else None,
+        "traceback": traceback,
+        "reason": reason,
+    }
+
+
+@parser("artifact:dynamo_graph_break_reason", payload=True)
+def _parse_break(dec: "Decoder", meta: dict, payload):
+    if not payload:
+        return ()
+    return (BreakReport(compile_id_of(meta), **parse_break_text(payload)),)
+
+
+@parser("artifact:recompile_reasons", payload=True)
+def _parse_recompile(dec: "Decoder", meta: dict, payload):
+    if payload is None:
+        return ()
+    # One reason arrives as a JSON string, several as a JSON list; tolerate raw text too.
+    try:
+        value = json.loads(payload)
+    except ValueError:
+        value = payload
+    reasons = value if isinstance(value, list) else [value]
+    return (RecompileReasons(compile_id_of(meta), [str(r) for r in reasons]),)
+
+
+@parser("compilation_metrics", payload=False)
+def _parse_metrics(dec: "Decoder", meta: dict, payload):
+    m = meta.get("compilation_metrics") or {}
+    cid = m.get("compile_id") or compile_id_of(meta)
+    return (FrameMetrics(
+        compile_id=str(cid),
+        function=str(m.get("co_name") or "?"),
+        file=str(m.get("co_filename") or "?"),
+        line=_int(m.get("co_firstlineno")) or 0,
+        fail_type=m.get("fail_type"),
+        fail_reason=m.get("fail_reason"),
+        fail_file=m.get("fail_user_frame_filename"),
+        fail_line=_int(m.get("fail_user_frame_lineno")),
+        graph_op_count=_int(m.get("graph_op_count")),
+        guard_count=_int(m.get("guard_count")),
+        compile_seconds=float(m.get("entire_frame_compile_time_s") or 0.0),
+        start_time=m.get("start_time"),
+    ),)
+
+
+@parser("dynamo_output_graph", payload=False)
+def _parse_output_graph(dec: "Decoder", meta: dict, payload):
+    return (OutputGraph(compile_id_of(meta)),)
+
+
+@parser("dynamo_cpp_guards_str", payload=True)
+def _parse_guards(dec: "Decoder", meta: dict, payload):
+    return (Guards(compile_id_of(meta), payload or ""),)
+
+
+@parser("graphstitch_graph", payload=False)
+def _parse_backend_graph(dec: "Decoder", meta: dict, payload):
+    g = meta["graphstitch_graph"]
+    return (BackendGraph(str(g["compile_id"]), int(g["op_count"]), list(g.get("ops") or [])),)
+
+
+@parser("graphstitch_run", payload=False)
+def _parse_run(dec: "Decoder", meta: dict, payload):
+    return (RunInfo(dict(meta["graphstitch_run"])),)
+
+
+# ----------------------------------------------------------------------------- decoding
+
+@dataclass
+class Decoder:
+    """Turns records into events; holds per-stream state (the string intern table)."""
+    intern: dict[int, str] = field(default_factory=dict)
+    records: int = 0
+    malformed: int = 0
+    ranks: set = field(default_factory=set)
+
+    def frame(self, s: dict) -> StackFrame:
+        f = s.get("filename")
+        if isinstance(f, int):
+            f = self.intern.get(f, f"<interned {f}>")
+        return StackFrame(str(f), _int(s.get("line")) or 0, str(s.get("name", "?")), str(s.get("loc") or ""))
+
+    def wants_payload(self, meta: dict) -> bool:
+        p = PARSERS.get(dispatch_key(meta) or "")
+        return bool(p and p.wants_payload)
+
+    def decode(self, rec: Record) -> list[DecodedEvent]:
+        self.records += 1
+        if "rank" in rec.meta:
+            self.ranks.add(rec.meta["rank"])
+        p = PARSERS.get(dispatch_key(rec.meta) or "")
+        if p is None:
+            return []
+        try:
+            return list(p.fn(self, rec.meta, rec.payload))
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError):
+            self.malformed += 1
+            return []
+
+
+# ----------------------------------------------------------------------------- trace text
+
+def format_record(meta: dict, payload: str | None) -> str:
+    """One record in TORCH_TRACE's line format (glog-style prefix, JSON, tab-indented payload)."""
+    line = "V0000 00:00:00.000000 0 graphstitch:0] " + json.dumps(meta, default=str)
+    if payload is not None:
+        line += "".join("\n\t" + ln for ln in payload.split("\n"))
+    return line + "\n"
+
+
+def iter_trace_records(lines: Iterable[str], dec: Decoder) -> Iterator[Record]:
+    """Stream records out of TORCH_TRACE text; payloads no parser wants are skipped unjoined.
+
+    Malformed header lines are counted on ``dec.malformed`` and skipped.
+    """
+    meta: dict | None = None
+    want = False
+    chunks: list[str] = []
+    for raw in lines:
+        if raw.startswith("\t"):
+            if meta is not None and want:
+                chunks.append(raw[1:].rstrip("\n"))
+            continue
+        if meta is not None:
+            yield Record(meta, "\n".join(chunks) if want and "has_payload" in meta else None)
+            meta, chunks = None, []
+        if not raw.strip():
+            continue
+        i = raw.find("] {")
+        try:
+            m = json.loads(raw[i + 2:]) if i >= 0 else None
+        except ValueError:
+            m = None
+        if not isinstance(m, dict):
+            dec.malformed += 1
+            continue
+        meta, want = m, dec.wants_payload(m)
+    if meta is not None:
+        yield Record(meta, "\n".join(chunks) if want and "has_payload" in meta else None)
