@@ -78,3 +78,18 @@ def test_outputs_mismatch_is_detected():
 def test_to_dict_roundtrip():
     c = graphstitch.census(breaky, torch.randn(3))
     assert Census.from_dict(c.to_dict()).to_dict() == c.to_dict()
+
+
+def test_options_backend_dynamic_grad():
+    def f(x, w):
+        y = (x @ w).relu()
+        print("mid")  # OPT_BREAK
+        return y.sum()
+    w = torch.randn(3, 3, requires_grad=True)
+    c = graphstitch.census_calls(f, [(torch.randn(2, 3), w), (torch.randn(4, 3), w)],
+                                 backend="aot_eager", dynamic=True, grad=True)
+    assert c.error is None, c.error
+    assert [(s.gb_id, s.line) for s in c.sites] == [("GB0059", marked_line(__file__, "OPT_BREAK"))]
+    assert c.recompiles == []  # dynamic=True: no size specialization
+    assert c.config["backend"] == "aot_eager" and c.config["grad"] is True
+    assert all(g.op_count for g in c.graphs) and c.outputs_match_eager is True

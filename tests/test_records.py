@@ -46,3 +46,17 @@ def test_trace_text_roundtrip_counts_malformed_lines():
     assert dec.malformed == 2
     c = build_census(events)
     assert [(g.compile_id, g.file, g.function) for g in c.graphs] == [("0/0", "/a/model.py", "f")]
+
+
+def test_break_with_unknown_gb_id_keeps_its_own_text():
+    payload = ("Graph break in user code at /u/m.py:7\nGraph Break Reason: Some future break\n"
+               "  Explanation: Something torch 2.13 does not know yet.\n  Hint: Try the future.\n\n"
+               " For more details about this graph break, please visit: "
+               "https://meta-pytorch.github.io/compile-graph-break-site/gb/gb9999.html\n\n"
+               "User code traceback:\n  File \"/u/m.py\", line 7, in fwd\n    y = future(x)\n")
+    events = decode({"artifact": {"name": "dynamo_graph_break_reason", "encoding": "string"},
+                     "frame_id": 0, "frame_compile_id": 0, "attempt": 0}, payload)
+    (s,) = build_census(events).sites
+    assert (s.gb_id, s.file, s.line, s.function, s.code) == ("GB9999", "/u/m.py", 7, "fwd", "y = future(x)")
+    assert (s.gb_type, s.explanation, s.hints) == ("Some future break", "Something torch 2.13 does not know yet.",
+                                                   ["Try the future."])
