@@ -128,3 +128,21 @@ def test_demo_has_breaks_of_several_kinds_and_a_recompile():
     assert all(s.file == path for s in c.sites)
     assert len(c.recompiles) == 1 and c.recompiles[0].count >= 2  # fans out to resume functions
     assert c.outputs_match_eager is True
+
+
+@pytest.mark.parametrize("name", ["sc_print", "sc_item", "sc_nested3", "sc_sequential", "sc_logging"])
+def test_break_events_agree_with_dynamo_counters_where_counters_are_complete(name):
+    """An independent witness: for breaks that are not data-dependent and not in loops (where
+    `counters` is known to be incomplete), Dynamo's own counters count the same events."""
+    import torch
+    from torch._dynamo.utils import counters
+
+    from graphstitch.target import load_factory, make_calls
+    c = run(name)
+    (fn, args, kwargs), = make_calls(load_factory(f"{SCENARIOS / name}.py:target"), name)
+    torch._dynamo.reset()
+    counters.clear()
+    with torch.no_grad():
+        torch.compile(fn, backend="eager")(*args, **kwargs)
+    assert sum(counters["graph_break"].values()) == c.break_events
+    assert len(counters["graph_break"]) == len(c.sites)
