@@ -33,14 +33,18 @@ def trace_handler(handler: logging.Handler) -> Iterator[None]:
     nothing outside a capture.
     """
     log = logging.getLogger(TRACE_LOGGER)
-    old_level = log.level
+    old_level, old_propagate = log.level, log.propagate
     log.setLevel(logging.DEBUG)
+    # As with TORCH_TRACE: records must not reach root handlers (pytest's log capture would
+    # keep every payload of every test).
+    log.propagate = False
     log.addHandler(handler)
     try:
         yield
     finally:
         log.removeHandler(handler)
         log.setLevel(old_level)
+        log.propagate = old_propagate
 
 
 def intern_table() -> dict[int, str]:
