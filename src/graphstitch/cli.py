@@ -51,9 +51,9 @@ def _dynamic(value: str) -> bool | None:
     return {"auto": None, "true": True, "false": False}[value]
 
 
-def target_options(f):
-    """The options that say how a target is compiled and run; shared by every command that
-    runs targets so they mean the same everywhere."""
+def compile_options(f):
+    """The options that say how a target is compiled and called; shared by every command
+    that runs targets so they mean the same everywhere."""
     opts = [
         click.option("--nested-graph-breaks", is_flag=True, help="Set torch._dynamo.config.nested_graph_breaks=True (a nested break is reported once)."),
         click.option("--backend", default="counting", show_default=True,
@@ -62,6 +62,16 @@ def target_options(f):
                      help="torch.compile(dynamic=...): auto = None (automatic dynamic shapes after a recompile)."),
         click.option("--grad", is_flag=True, help="Run the calls with autograd enabled (default: under torch.no_grad())."),
         click.option("--no-eager-check", is_flag=True, help="Skip running the calls eagerly to compare outputs."),
+    ]
+    for o in reversed(opts):
+        f = o(f)
+    return f
+
+
+def target_options(f):
+    """compile_options plus where the target runs."""
+    opts = [
+        compile_options,
         click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, help="Kill the target after S seconds (exit 3)."),
         click.option("--in-process", is_flag=True, help="Run the target in this process instead of a fresh subprocess (no crash isolation, no --timeout)."),
     ]
@@ -77,14 +87,20 @@ def ci_options(f):
                         help="Write SARIF 2.1.0 (one result per break site and recompile cause) for code scanning.")(f)
 
 
+def make_options(*, nested_graph_breaks, backend, dynamic, grad, no_eager_check):
+    """live.Options from the values of compile_options."""
+    from .live import Options
+    return Options(backend=backend, nested_graph_breaks=nested_graph_breaks, dynamic=_dynamic(dynamic),
+                   grad=grad, check_eager=not no_eager_check)
+
+
 def run_target(spec: str, *, nested_graph_breaks, backend, dynamic, grad, no_eager_check, timeout, in_process):
     """Census of one target with the shared options. A bad target exits 2 here; a target
     that failed while running comes back with ``census.error`` set."""
-    from .live import Options
     if in_process and timeout:
         fail("--timeout needs the subprocess runner; drop --in-process")
-    opts = Options(backend=backend, nested_graph_breaks=nested_graph_breaks, dynamic=_dynamic(dynamic),
-                   grad=grad, check_eager=not no_eager_check)
+    opts = make_options(nested_graph_breaks=nested_graph_breaks, backend=backend, dynamic=dynamic, grad=grad,
+                        no_eager_check=no_eager_check)
     if in_process:
         import linecache
         from .target import TargetError, census_target
@@ -242,3 +258,75 @@ def _backup(path: str) -> bool:
         return False
     err_console.print(f"[yellow]graphstitch: warning:[/] {path} was unreadable; kept a copy as {path}.bak")
     return True
+
+
+# ----------------------------------------------------------------------------- guards
+
+GUARDS_EXIT_HELP = """\b
+Exit codes:
+  0  stable: --repeat made no recompile; --vary generalized after at most one recompile
+     per frame and recompile_limit was not hit
+  1  unstable: a recompile on repeated calls, no generalization, or recompile_limit hit
+  2  usage error or bad target
+  3  the target itself failed
+"""
+
+
+@main.command(epilog=TARGET_HELP + "\n" + GUARDS_EXIT_HELP)
+@click.argument("target")
+@click.option("--repeat", type=click.IntRange(min=2), default=None,
+              help="Make the factory's calls N times; any recompile is a failure naming its cause.")
+@click.option("--vary", "vary", metavar="[NAME:]DIM", default=None,
+              help="Call with one tensor's dimension changed over a few sizes (0 = first tensor argument, x:0 = argument x).")
+@click.option("--sizes", default=None, metavar="N,N,...", help="Sizes for --vary (default: the original size, then 3 larger ones).")
+@click.option("--recompile-limit", type=click.IntRange(min=1), default=None,
+              help="Patch torch._dynamo.config.recompile_limit for this run (default: torch's, 8).")
+@click.option("--full", is_flag=True, help="Print every guard of every cache entry, not only the differences.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Also write the result as JSON.")
+@compile_options
+def guards(target, repeat, vary, sizes, recompile_limit, full, json_path, **compile_opts):
+    """Check that TARGET keeps its compiled code: repeated calls, or one dimension varied.
+
+    Shows each recompile cause with advice, whether automatic dynamic shapes generalized,
+    whether recompile_limit was hit (the silent fallback to eager), and the guard set of each
+    cache entry as a diff against the previous one (object ids, addresses and the global
+    state blob normalized away). Runs in this process.
+    """
+    import json
+
+    from . import guards as g
+    from .report import atomic_write
+    from .target import TargetError
+
+    if (repeat is None) == (vary is None):
+        fail("give exactly one of --repeat N or --vary DIM (see `graphstitch guards --help`)")
+    if sizes and not vary:
+        fail("--sizes goes with --vary")
+    size_list = None
+    if sizes:
+        try:
+            size_list = [int(s) for s in sizes.split(",")]
+        except ValueError:
+            fail(f"--sizes {sizes!r}: expected comma-separated integers, e.g. 2,3,4")
+        if len(size_list) < 2 or min(size_list) < 0:
+            fail("--sizes needs at least two non-negative sizes")
+    if vary:
+        try:
+            g.parse_vary(vary)
+        except ValueError as e:
+            fail(str(e))
+    from .dynamo import quiet_dynamo_warnings
+    quiet_dynamo_warnings()
+    try:
+        c, info = g.run(target, make_options(**compile_opts), repeat=repeat, vary=vary, sizes=size_list,
+                        recompile_limit=recompile_limit)
+    except (TargetError, ValueError) as e:
+        fail(str(e))
+    st = g.judge(c, info)
+    g.render(c, info, st, Console(highlight=False, emoji=False), full=full)
+    if json_path:
+        atomic_write(json_path, json.dumps(g.to_dict(c, info, st), indent=2) + "\n")
+    if c.error:
+        fail(target_failure(c), EXIT_TARGET)
+    if not st.ok:
+        sys.exit(EXIT_FAIL)

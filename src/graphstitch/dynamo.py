@@ -117,3 +117,12 @@ def quiet_dynamo_warnings() -> None:
     """Silence Dynamo's own graph-break warnings: the census reports each break once."""
     with contextlib.suppress(Exception):
         torch._logging.set_logs(dynamo=logging.ERROR)
+
+
+def recompile_limit() -> int | None:
+    """torch._dynamo.config.recompile_limit (cache_size_limit before torch 2.6)."""
+    cfg = torch._dynamo.config
+    for name in ("recompile_limit", "cache_size_limit"):
+        if hasattr(cfg, name):
+            return int(getattr(cfg, name))
+    return None
