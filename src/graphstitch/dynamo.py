@@ -33,18 +33,21 @@ def trace_handler(handler: logging.Handler) -> Iterator[None]:
     nothing outside a capture.
     """
     log = logging.getLogger(TRACE_LOGGER)
-    old_level, old_propagate = log.level, log.propagate
+    old_level = log.level
     log.setLevel(logging.DEBUG)
-    # As with TORCH_TRACE: records must not reach root handlers (pytest's log capture would
-    # keep every payload of every test).
-    log.propagate = False
+    # pytest's log capture attaches its handlers to this logger too: during a capture they
+    # would format and keep every trace payload. Set aside all but torch's own (TORCH_TRACE).
+    foreign = [h for h in log.handlers if not type(h).__module__.startswith("torch.")]
+    for h in foreign:
+        log.removeHandler(h)
     log.addHandler(handler)
     try:
         yield
     finally:
         log.removeHandler(handler)
+        for h in foreign:
+            log.addHandler(h)
         log.setLevel(old_level)
-        log.propagate = old_propagate
 
 
 def intern_table() -> dict[int, str]:

@@ -187,3 +187,35 @@ def compare(target: str, c: Census, base: dict | None, *, base_torch: str | None
         if limit is not None and value > limit:
             v.regressions.append(f"{name}: {value} over budget {limit}")
     return v
+
+
+# ----------------------------------------------------------------------------- in tests
+
+def violations(c: Census, limits: dict) -> str | None:
+    """The failure text for a census over its limits (pytest plugin, assert helper): the
+    budgets exceeded, then every site (file:line, GB id, first hint) and recompile cause."""
+    v = compare(c.target or "", c, None, budgets=limits)
+    if v.ok:
+        return None
+    lines = ["graphstitch: torch.compile limits exceeded: " + "; ".join(v.regressions)]
+    for s in c.sites:
+        lines.append(f"  {short_path(s.file)}:{s.line} {s.gb_id} {s.gb_type}"
+                     + (" (whole frame skipped)" if s.frame_skipped else ""))
+        if s.hints:
+            lines.append(f"    hint: {s.hints[0]}")
+    for r in c.recompiles:
+        lines.append(f"  recompile ({r.count}x in {', '.join(r.frames)}): {r.reason}")
+    return "\n".join(lines)
+
+
+def assert_no_graph_breaks(fn, *args, **kwargs) -> Census:
+    """Compile ``fn``, call it once, and raise AssertionError naming every break site.
+    Returns the census when there is none."""
+    from .live import census
+    c = census(fn, *args, **kwargs)
+    if c.error:
+        raise AssertionError(f"graphstitch: {fn!r} failed: {c.error.get('message')}")
+    msg = violations(c, {"max_breaks": 0})
+    if msg:
+        raise AssertionError(msg)
+    return c
