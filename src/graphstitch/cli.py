@@ -277,7 +277,7 @@ Exit codes:
 @click.option("--repeat", type=click.IntRange(min=2), default=None,
               help="Make the factory's calls N times; any recompile is a failure naming its cause.")
 @click.option("--vary", "vary", metavar="[NAME:]DIM", default=None,
-              help="Call with one tensor's dimension changed over a few sizes (0 = first tensor argument, x:0 = argument x).")
+              help="Call the factory's first call with one tensor's dimension changed over a few sizes (0 = first tensor argument, x:0 = argument x).")
 @click.option("--sizes", default=None, metavar="N,N,...", help="Sizes for --vary (default: the original size, then 3 larger ones).")
 @click.option("--recompile-limit", type=click.IntRange(min=1), default=None,
               help="Patch torch._dynamo.config.recompile_limit for this run (default: torch's, 8).")

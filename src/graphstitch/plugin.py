@@ -15,7 +15,7 @@ from __future__ import annotations
 import pytest
 
 DEFAULT_LIMITS = {"max_breaks": 0, "max_recompiles": 0, "max_graphs": None}
-_CAPTURE = pytest.StashKey[object]()
+_RESULT = pytest.StashKey["Result"]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -39,14 +39,17 @@ def _limits(item: pytest.Item) -> dict | None:
     return limits
 
 
+class Result:
+    """What the ``graphstitch`` fixture gives the test: ``.census`` once the test body ended."""
+    census = None
+
+
 @pytest.fixture
-def graphstitch(request: pytest.FixtureRequest):
-    """The Capture around this test's call (``.census`` is filled once the test body ends).
-    Limits come from the graphstitch marker, else max_breaks=0, max_recompiles=0."""
-    from .live import Capture
-    cap = Capture(target=request.node.nodeid)
-    request.node.stash[_CAPTURE] = cap
-    return cap
+def graphstitch(request: pytest.FixtureRequest) -> Result:
+    """Check this test's torch.compile activity; limits come from the graphstitch marker,
+    else max_breaks=0, max_recompiles=0."""
+    res = request.node.stash[_RESULT] = Result()
+    return res
 
 
 @pytest.hookimpl(wrapper=True)
@@ -59,7 +62,9 @@ def pytest_runtest_call(item: pytest.Item):
     from . import dynamo
     from .gate import violations
     from .live import Capture
-    cap = item.stash.get(_CAPTURE, None) or Capture(target=item.nodeid)
+    # Made here, not in the fixture: the capture starts from the strings torch has interned
+    # by now, including any interned while other fixtures were set up.
+    cap = Capture(target=item.nodeid)
     cap.__enter__()          # resets Dynamo: nothing compiled by an earlier test is reused
     try:
         result = yield
@@ -70,6 +75,8 @@ def pytest_runtest_call(item: pytest.Item):
         cap.__exit__(None, None, None)
     finally:
         dynamo.reset()       # and nothing compiled here leaks into the next test
+    if _RESULT in item.stash:
+        item.stash[_RESULT].census = cap.census
     msg = violations(cap.census, limits)
     if msg:
         pytest.fail(msg, pytrace=False)
