@@ -133,3 +133,13 @@ def test_other_torch_version_warns_and_still_compares(proj, monkeypatch):
     monkeypatch.setenv("GS_GATE_EXTRA", "1")
     r = check()
     assert r.exit_code == 1 and "new break site GB0059" in r.output
+
+
+def test_failing_target_exits_3_and_writes_nothing(proj):
+    (proj / "boom.py").write_text("import torch\n\ndef f(x):\n    raise ValueError('boom')\n\n"
+                                  "def factory():\n    return (f, (torch.ones(2),), {})\n")
+    r = CliRunner().invoke(main, ["check", "boom.py:factory", "--baseline", "base.json", "--update", "--in-process"])
+    assert r.exit_code == 3 and "boom" in r.stderr
+    assert not (proj / "base.json").exists()
+    r = CliRunner().invoke(main, ["check", "nope.py:factory", "--max-breaks", "0", "--in-process"])
+    assert r.exit_code == 2 and "target file not found" in r.stderr
