@@ -36,11 +36,18 @@ def trace_handler(handler: logging.Handler) -> Iterator[None]:
     old_level, old_propagate = log.level, log.propagate
     log.setLevel(logging.DEBUG)
     log.propagate = False  # records are for us, not for the application's root handlers
+    # pytest's log capture attaches its handlers to this logger too: during a capture they
+    # would format and keep every trace payload. Set aside all but torch's own (TORCH_TRACE).
+    foreign = [h for h in log.handlers if not type(h).__module__.startswith("torch.")]
+    for h in foreign:
+        log.removeHandler(h)
     log.addHandler(handler)
     try:
         yield
     finally:
         log.removeHandler(handler)
+        for h in foreign:
+            log.addHandler(h)
         log.setLevel(old_level)
         log.propagate = old_propagate
 
@@ -115,3 +122,12 @@ def quiet_dynamo_warnings() -> None:
     """Silence Dynamo's own graph-break warnings: the census reports each break once."""
     with contextlib.suppress(Exception):
         torch._logging.set_logs(dynamo=logging.ERROR)
+
+
+def recompile_limit() -> int | None:
+    """torch._dynamo.config.recompile_limit (cache_size_limit before torch 2.6)."""
+    cfg = torch._dynamo.config
+    for name in ("recompile_limit", "cache_size_limit"):
+        if hasattr(cfg, name):
+            return int(getattr(cfg, name))
+    return None

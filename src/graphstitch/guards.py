@@ -1,0 +1,262 @@
+"""Guard stability: does a target keep its compiled code when called again, or with one
+dimension changed?
+
+Runs the target's calls under a capture, then reads the Census: recompile causes come from
+``census.recompiles`` (not regrouped here), the guard set of every cache entry from
+``census.guards`` (the ``dynamo_cpp_guards_str`` trace record), normalized so that object
+ids, addresses and the global-state blob do not make two equal guard sets look different.
+Module import stays torch-free (advice_for is used by the SARIF writer).
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from .analysis import Census
+
+DEFAULT_SIZES_AFTER = 3   # --vary: the original size, then this many others
+_LIMIT_RE = re.compile(r"recompile limit exceeded", re.I)
+
+
+# ----------------------------------------------------------------------------- guard text
+
+def normalize_guards(text: str) -> list[str]:
+    """Guard lines with what differs between processes or entries for no reason removed:
+    source comments, ``id()`` values, addresses, the GLOBAL_STATE config blob, latency."""
+    out = []
+    for line in text.splitlines():
+        if not line.strip() or line.startswith("Guard latency") or line.strip() == "TREE_GUARD_MANAGER:":
+            continue
+        line = re.sub(r"\s+#\s.*$", "", line)                                   # "  # code  # file:line in fn"
+        line = re.sub(r"(___check_(?:obj|type)_id\(.*?,\s*)\d+\)", r"\1<id>)", line)
+        line = re.sub(r"0x[0-9a-fA-F]+", "<addr>", line)
+        line = re.sub(r"(___check_global_state\(\) against ).*$", r"\1<global state>", line)
+        line = re.sub(r"framelocals_idx=\d+", "framelocals_idx=<n>", line)
+        line = re.sub(r"\b(__\w+?___)\d+\b", r"\1<n>", line)                    # __builtins_dict___2
+        out.append(re.sub(r"[ \t]+", " ", line).rstrip())
+    return out
+
+
+def guard_diff(before: list[str], after: list[str]) -> list[str]:
+    """Only the changed guard lines, '-' for the older entry and '+' for the newer one."""
+    return [d for d in difflib.unified_diff(before, after, lineterm="", n=0)
+            if d[:1] in "+-" and not d.startswith(("---", "+++"))]
+
+
+def _frame_and_recompile(cid: str) -> tuple[str, int]:
+    frame, _, r = cid.rpartition("/")
+    return frame, int(r) if r.isdigit() else 0
+
+
+@dataclass
+class FrameEntries:
+    frame: str                       # frame id (with compiled-autograd prefix if any)
+    function: str
+    compile_ids: list[str]           # cache entries that produced guards, oldest first
+    guards: dict[str, list[str]]     # compile id -> normalized guard lines
+    diffs: dict[str, list[str]]      # compile id -> diff against the previous entry
+
+
+def cache_entries(c: Census) -> list[FrameEntries]:
+    """The guard set of each cache entry, grouped by frame, with the diff between entries."""
+    functions = {f.compile_id: f.function for f in c.frames}
+    frames: dict[str, FrameEntries] = {}
+    for cid in sorted(c.guards, key=lambda x: (_frame_and_recompile(x)[0].split("/")[-1].zfill(9),
+                                               _frame_and_recompile(x)[1])):
+        frame, _ = _frame_and_recompile(cid)
+        fe = frames.setdefault(frame, FrameEntries(frame, functions.get(cid, "?"), [], {}, {}))
+        lines = normalize_guards(c.guards[cid])
+        if fe.compile_ids:
+            fe.diffs[cid] = guard_diff(fe.guards[fe.compile_ids[-1]], lines)
+        fe.compile_ids.append(cid)
+        fe.guards[cid] = lines
+    return list(frames.values())
+
+
+# ----------------------------------------------------------------------------- advice
+
+_SIZE_RE = re.compile(r"tensor(?: '([^']*)')? (size|stride) mismatch at index (\d+)")
+
+
+def advice_for(reason: str) -> list[str]:
+    """What to do about one recompile cause (its normalized reason)."""
+    m = _SIZE_RE.search(reason)
+    if m:
+        name, dim = m.group(1) or "x", m.group(3)
+        return [f"Mark the dimension dynamic before the first call: torch._dynamo.mark_dynamic({name}, {dim}); "
+                "or compile with dynamic=True.",
+                "If only a few sizes occur, torch.compiler.set_stance('eager_on_recompile') runs new sizes "
+                "eagerly instead of recompiling."]
+    if "___check_obj_id" in reason or "___check_type_id" in reason or "ID_MATCH" in reason:
+        return ["A different object reached the same code each call (functions or modules made by a factory "
+                "share one code object and one cache): compile each with torch.compile(fn, "
+                "isolate_recompiles=True), or build the object once and reuse it."]
+    if re.search(r"dtype|device|requires_grad|dispatch key", reason, re.I):
+        return ["Inputs changed dtype, device or requires_grad: each combination is its own graph. "
+                "Convert inputs once before the compiled call."]
+    if re.search(r"global state|grad_mode|autocast|GLOBAL_STATE", reason, re.I):
+        return ["Global state (grad mode, autocast, default dtype) differed between calls: keep it the same "
+                "around the compiled call."]
+    if "<value>" in reason:
+        return ["A Python scalar is guarded by value, so every new value recompiles: pass it as a tensor "
+                "(torch.tensor(v)) or move the state out of the compiled function; for integer nn.Module "
+                "attributes set torch._dynamo.config.allow_unspec_int_on_nn_module = True."]
+    return ["Make the guarded value stable between calls. In tests, torch.compiler.set_stance("
+            "'fail_on_recompile') turns any recompile into an error."]
+
+
+# ----------------------------------------------------------------------------- runs
+
+def parse_vary(spec: str) -> tuple[str | None, int]:
+    """``0`` (first tensor argument) or ``NAME:0``."""
+    name, _, dim = spec.rpartition(":")
+    if not dim.lstrip("-").isdigit() or (name and not name.isidentifier()):
+        raise ValueError(f"--vary {spec!r}: expected DIM or NAME:DIM, e.g. 0 or x:0")
+    return (name or None), int(dim)
+
+
+def _arg_names(fn: Any, n_args: int) -> list[str]:
+    import inspect
+    try:
+        sig = inspect.signature(fn.forward if hasattr(fn, "forward") else fn)
+        names = [p.name for p in sig.parameters.values()
+                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        names = []
+    return (names + [f"arg{i}" for i in range(len(names), n_args)])[:n_args]
+
+
+def vary_calls(call: tuple, name: str | None, dim: int, sizes: list[int] | None) -> tuple[list[tuple], str, list[int]]:
+    """Calls of the first factory call with one tensor's dimension changed over several
+    sizes. Returns (calls, the argument's name, sizes)."""
+    import torch
+    fn, args, kwargs = call
+    names = _arg_names(fn, len(args))
+    slots = [(n, ("arg", i)) for i, n in enumerate(names)] + [(k, ("kw", k)) for k in kwargs]
+    value = lambda slot: args[slot[1]] if slot[0] == "arg" else kwargs[slot[1]]  # noqa: E731
+    tensors = [(n, s) for n, s in slots if isinstance(value(s), torch.Tensor)]
+    if not tensors:
+        raise ValueError("--vary: the target's first call has no tensor argument")
+    if name is None:
+        name, slot = tensors[0]
+    else:
+        found = [s for n, s in tensors if n == name]
+        if not found:
+            raise ValueError(f"--vary: no tensor argument named {name!r} (tensor arguments: "
+                             f"{', '.join(n for n, _ in tensors)})")
+        slot = found[0]
+    t = value(slot)
+    if not -t.dim() <= dim < t.dim():
+        raise ValueError(f"--vary: {name} has {t.dim()} dimensions, no dimension {dim}")
+    base = t.shape[dim]
+    # Sizes 0 and 1 are specialized by Dynamo: vary over sizes >= 2.
+    sizes = sizes or [base] + [max(base, 2) + k for k in range(1, DEFAULT_SIZES_AFTER + 1)]
+    out = []
+    for size in sizes:
+        shape = list(t.shape)
+        shape[dim] = size
+        g = torch.Generator().manual_seed(size)
+        new = (torch.randn(shape, generator=g, dtype=t.dtype) if t.is_floating_point()
+               else torch.zeros(shape, dtype=t.dtype)).to(t.device).requires_grad_(t.requires_grad)
+        a, kw = list(args), dict(kwargs)
+        if slot[0] == "arg":
+            a[slot[1]] = new
+        else:
+            kw[slot[1]] = new
+        out.append((fn, tuple(a), kw))
+    return out, name, sizes
+
+
+def run(spec: str, opts, *, repeat: int | None = None, vary: str | None = None,
+        sizes: list[int] | None = None, recompile_limit: int | None = None) -> tuple[Census, dict]:
+    """Census of the target's calls repeated or varied, in this process. Raises TargetError
+    (bad target) or ValueError (bad --vary)."""
+    from . import dynamo
+    from .live import Capture, run_calls
+    from .target import load_factory, make_calls
+    calls = make_calls(load_factory(spec), spec)
+    info: dict = {"mode": "repeat" if repeat else "vary",
+                  "recompile_limit": recompile_limit if recompile_limit is not None else dynamo.recompile_limit()}
+    if repeat:
+        calls = calls * repeat
+        info["repeat"] = repeat
+    else:
+        name, dim = parse_vary(vary or "")
+        calls, name, used = vary_calls(calls[0], name, dim, sizes)
+        info.update(vary=f"{name}:{dim}", sizes=used)
+    patch = {} if recompile_limit is None else {"recompile_limit": recompile_limit}
+    with dynamo.config(**patch), Capture(target=spec) as cap:
+        run_calls(cap, calls, opts)
+    assert cap.census is not None
+    return cap.census, info
+
+
+@dataclass
+class Stability:
+    ok: bool
+    limit_hits: list[str] = field(default_factory=list)     # functions that fell back to eager
+    generalized: bool | None = None                          # --vary: one recompile per frame at most
+    problems: list[str] = field(default_factory=list)
+
+
+def judge(c: Census, info: dict) -> Stability:
+    # The failed compile often has no code location of its own: name it by its frame.
+    names = {_frame_and_recompile(f.compile_id)[0]: f.function for f in c.frames if f.function != "?"}
+    hits = [f"{names.get(_frame_and_recompile(f.compile_id)[0], f.function)} ({f.compile_id})"
+            for f in c.skipped_frames if _LIMIT_RE.search(f.reason)]
+    st = Stability(ok=True, limit_hits=hits)
+    if hits:
+        st.problems.append(f"recompile_limit ({info['recompile_limit']}) hit: {', '.join(hits)} silently "
+                           "runs eagerly from now on")
+    if info["mode"] == "repeat":
+        for r in c.recompiles:
+            st.problems.append(f"recompiled {r.count}x on repeated identical calls: {r.reason}")
+    else:
+        most = max((_frame_and_recompile(f.compile_id)[1] for f in c.frames), default=0)
+        st.generalized = bool(c.recompiles) and most <= 1 and not hits
+        if c.recompiles and not st.generalized:
+            st.problems.append(f"did not generalize: a frame compiled {most + 1} times over sizes {info['sizes']}")
+    st.ok = not st.problems and not c.error
+    return st
+
+
+def to_dict(c: Census, info: dict, st: Stability) -> dict:
+    from dataclasses import asdict
+    return {**info, "target": c.target, "torch_version": c.torch_version, "ok": st.ok,
+            "generalized": st.generalized, "recompile_limit_hit": st.limit_hits, "problems": st.problems,
+            "recompiles": [{**asdict(r), "advice": advice_for(r.reason)} for r in c.recompiles],
+            "cache_entries": [asdict(fe) for fe in cache_entries(c)], "error": c.error}
+
+
+def render(c: Census, info: dict, st: Stability, console, full: bool = False) -> None:
+    from rich.markup import escape
+    mode = f"repeat x{info['repeat']}" if info["mode"] == "repeat" else f"vary {info['vary']} over {info['sizes']}"
+    console.print(f"[bold]graphstitch guards[/] {escape(c.target or '')} · {escape(mode)} · "
+                  f"{c.recompile_count} recompiles · recompile_limit {info['recompile_limit']}")
+    for r in c.recompiles:
+        console.print(f"[bold]recompile cause[/] ({r.count}x, {escape(', '.join(r.frames))}): {escape(r.reason)}")
+        for a in advice_for(r.reason):
+            console.print(f"  [magenta]Advice:[/] {escape(a)}")
+    if info["mode"] == "vary":
+        console.print("automatic dynamic shapes generalized after one recompile: "
+                      + ("[green]yes[/]" if st.generalized else "[dim]no recompile[/]" if not c.recompiles
+                         else "[bold red]NO[/]"))
+    console.print("recompile_limit hit (silent eager fallback): "
+                  + (f"[bold red]YES[/] {escape(', '.join(st.limit_hits))}" if st.limit_hits else "[green]no[/]"))
+    for fe in cache_entries(c):
+        console.print(f"\n[bold]frame {escape(fe.frame)}[/] {escape(fe.function)}: {len(fe.compile_ids)} cache "
+                      f"entr{'y' if len(fe.compile_ids) == 1 else 'ies'}")
+        for cid in fe.compile_ids:
+            console.print(f"  entry {escape(cid)}: {len(fe.guards[cid])} guard lines")
+            if full:
+                for line in fe.guards[cid]:
+                    console.print(f"    [dim]{escape(line)}[/]")
+            for d in fe.diffs.get(cid, []):
+                console.print(f"    [{'red' if d[0] == '-' else 'green'}]{escape(d)}[/]")
+    for p in st.problems:
+        console.print(f"[bold red]unstable:[/] {escape(p)}")
+    if st.ok:
+        console.print("[green]stable[/]")

@@ -1,0 +1,145 @@
+"""graphstitch check: ratchet up and down on a real target, line shifts, corrupt baselines,
+budgets, another torch version. Runs in-process (CliRunner) except one subprocess run."""
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from conftest import marked_line
+from graphstitch.cli import main
+
+TARGET_SRC = Path(__file__).parent / "targets_gate" / "gt_model.py"
+SPEC = "gt_model.py:factory"
+
+
+@pytest.fixture
+def proj(tmp_path, monkeypatch):
+    shutil.copy(TARGET_SRC, tmp_path / "gt_model.py")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("GS_GATE_EXTRA", raising=False)
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    return tmp_path
+
+
+def check(*args):
+    return CliRunner().invoke(main, ["check", SPEC, "--baseline", "base.json", "--in-process", *args])
+
+
+def test_ratchet_up_and_down(proj, monkeypatch):
+    # The first baseline goes through the default (subprocess) runner.
+    r = CliRunner().invoke(main, ["check", SPEC, "--baseline", "base.json", "--update"])
+    assert r.exit_code == 0, r.output
+    base = json.loads((proj / "base.json").read_text())
+    assert base["torch_version"] and base["graphstitch_version"]
+    item_line = marked_line(proj / "gt_model.py", "ITEM")
+    [site] = base["targets"][SPEC]["sites"]
+    assert (site["gb_id"], site["file"], site["line"], site["function"]) == ("GB0124", "gt_model.py", item_line, "body")
+    assert base["targets"][SPEC]["graph_count"] == 2
+    assert (proj / "base.json").read_text() == json.dumps(base, indent=2, sort_keys=True) + "\n"
+
+    r = check()
+    assert r.exit_code == 0, r.output
+
+    # A new break: exit 1, naming file:line and GB id.
+    monkeypatch.setenv("GS_GATE_EXTRA", "1")
+    r = check()
+    assert r.exit_code == 1, r.output
+    print_line = marked_line(proj / "gt_model.py", "PRINT")
+    assert f"new break site GB0059 at gt_model.py:{print_line} in body" in r.output
+    assert "GB0124" not in r.output          # the old site is not a regression
+    assert json.loads((proj / "base.json").read_text()) == base   # a failing check never writes
+
+    # Remove the .item() break: fewer passes and says how to ratchet.
+    monkeypatch.delenv("GS_GATE_EXTRA")
+    src = (proj / "gt_model.py").read_text().replace("s = y.sum().item()  # ITEM", "s = 1.0  # ITEM")
+    (proj / "gt_model.py").write_text(src)
+    r = check()
+    assert r.exit_code == 0, r.output
+    assert f"break site gone: GB0124 at gt_model.py:{item_line} in body" in r.output
+    assert "--update" in r.output
+    r = check("--update")
+    assert r.exit_code == 0, r.output
+    assert json.loads((proj / "base.json").read_text())["targets"][SPEC]["sites"] == []
+
+    # Ratcheted: putting the break back now fails.
+    (proj / "gt_model.py").write_text(TARGET_SRC.read_text())
+    r = check()
+    assert r.exit_code == 1
+    assert f"new break site GB0124 at gt_model.py:{item_line} in body" in r.output
+
+
+def test_line_shift_above_site_passes(proj):
+    assert check("--update").exit_code == 0
+    src = (proj / "gt_model.py").read_text()
+    (proj / "gt_model.py").write_text(src.replace("import torch\n", "import torch\n\n# unrelated\n# edits\nPAD = 1\n", 1))
+    r = check()
+    assert r.exit_code == 0, r.output
+    assert "new break site" not in r.output and "gone" not in r.output
+
+
+def test_corrupt_missing_or_foreign_baseline_is_refused_and_untouched(proj):
+    for content in ("{not json", json.dumps({"some": "other file"}), json.dumps({"format": 1, "targets": {SPEC: 3}})):
+        (proj / "base.json").write_text(content)
+        r = check()
+        assert r.exit_code == 2
+        assert r.stderr.count("\n") == 1 and "graphstitch: error: baseline base.json" in r.stderr
+        assert "Traceback" not in r.output
+        assert (proj / "base.json").read_text() == content
+    (proj / "base.json").unlink()
+    r = check()
+    assert r.exit_code == 2 and "does not exist" in r.stderr
+    assert not (proj / "base.json").exists()
+    # --update replaces a corrupt file only after keeping a copy.
+    (proj / "base.json").write_text("{not json")
+    r = check("--update")
+    assert r.exit_code == 0, r.output
+    assert (proj / "base.json.bak").read_text() == "{not json"
+    assert json.loads((proj / "base.json").read_text())["targets"][SPEC]["sites"]
+
+
+def test_target_not_in_baseline_is_usage_error(proj):
+    (proj / "base.json").write_text(json.dumps({"format": 1, "torch_version": None, "targets": {}}))
+    r = check()
+    assert r.exit_code == 2 and "not in baseline" in r.stderr
+
+
+def test_budgets_from_cli_and_pyproject(proj):
+    r = CliRunner().invoke(main, ["check", SPEC, "--in-process", "--max-breaks", "0"])
+    assert r.exit_code == 1 and "break sites: 1 over budget 0" in r.output
+    r = CliRunner().invoke(main, ["check", SPEC, "--in-process", "--max-breaks", "1", "--max-graphs", "2",
+                                  "--max-recompiles", "0"])
+    assert r.exit_code == 0, r.output
+    (proj / "pyproject.toml").write_text("[tool.graphstitch]\nmax-graphs = 1\n")
+    r = CliRunner().invoke(main, ["check", SPEC, "--in-process"])
+    assert r.exit_code == 1 and "graphs: 2 over budget 1" in r.output
+    r = CliRunner().invoke(main, ["check", SPEC, "--in-process", "--max-graphs", "2"])   # the CLI wins
+    assert r.exit_code == 0, r.output
+    (proj / "pyproject.toml").write_text("[tool.graphstitch]\nmax-graphs = -1\n")
+    r = CliRunner().invoke(main, ["check", SPEC, "--in-process"])
+    assert r.exit_code == 2 and "non-negative" in r.stderr
+
+
+def test_other_torch_version_warns_and_still_compares(proj, monkeypatch):
+    assert check("--update").exit_code == 0
+    base = json.loads((proj / "base.json").read_text())
+    base["torch_version"] = "2.99.0"
+    base["targets"][SPEC]["sites"][0]["gb_id"] = "GB9999"   # a renumbered break still matches by line text
+    (proj / "base.json").write_text(json.dumps(base))
+    r = check()
+    assert r.exit_code == 0, r.output
+    assert "torch 2.99.0" in r.stderr and "warning" in r.stderr
+    monkeypatch.setenv("GS_GATE_EXTRA", "1")
+    r = check()
+    assert r.exit_code == 1 and "new break site GB0059" in r.output
+
+
+def test_failing_target_exits_3_and_writes_nothing(proj):
+    (proj / "boom.py").write_text("import torch\n\ndef f(x):\n    raise ValueError('boom')\n\n"
+                                  "def factory():\n    return (f, (torch.ones(2),), {})\n")
+    r = CliRunner().invoke(main, ["check", "boom.py:factory", "--baseline", "base.json", "--update", "--in-process"])
+    assert r.exit_code == 3 and "boom" in r.stderr
+    assert not (proj / "base.json").exists()
+    r = CliRunner().invoke(main, ["check", "nope.py:factory", "--max-breaks", "0", "--in-process"])
+    assert r.exit_code == 2 and "target file not found" in r.stderr

@@ -1,0 +1,97 @@
+"""graphstitch guards: repeat-stable, recompiles every call, --vary that generalizes,
+recompile_limit hit, guard normalization across processes."""
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from conftest import marked_line
+from graphstitch.cli import main
+from graphstitch.guards import cache_entries, normalize_guards
+
+TARGETS = Path(__file__).parent / "targets_guards" / "gd_targets.py"
+
+
+def guards(tmp_path, factory, *args):
+    out = tmp_path / "g.json"
+    r = CliRunner().invoke(main, ["guards", f"{TARGETS}:{factory}", "--json", str(out), *args])
+    return r, (json.loads(out.read_text()) if out.exists() else None)
+
+
+def test_repeat_stable(tmp_path):
+    r, d = guards(tmp_path, "make_stable", "--repeat", "3")
+    assert r.exit_code == 0, r.output
+    assert d["ok"] and d["recompiles"] == [] and d["recompile_limit_hit"] == [] and d["recompile_limit"] == 8
+    [frame] = d["cache_entries"]
+    assert frame["function"] == "stable" and frame["compile_ids"] == ["0/0"]
+
+
+def test_recompiles_every_call(tmp_path):
+    r, d = guards(tmp_path, "make_counter", "--repeat", "4", "--no-eager-check")
+    assert r.exit_code == 1, r.output
+    [cause] = d["recompiles"]
+    assert cause["reason"] == "self.calls == <value>" and cause["count"] == 3
+    line = marked_line(TARGETS, "CALLS")
+    assert f"gd_targets.py:{line} in forward" in cause["examples"][0]
+    assert any("allow_unspec_int_on_nn_module" in a for a in cause["advice"])
+    assert "recompiled 3x on repeated identical calls: self.calls == <value>" in r.output
+    # The diff between cache entries is the guarded value only, not ids or globals renaming.
+    [frame] = d["cache_entries"]
+    assert frame["diffs"]["0/1"] == ["-| | | | +- EQUALS_MATCH: L['self'].calls == 0",
+                                     "+| | | | +- EQUALS_MATCH: L['self'].calls == 1"]
+
+
+def test_recompile_limit_hit(tmp_path):
+    r, d = guards(tmp_path, "make_counter", "--repeat", "5", "--no-eager-check", "--recompile-limit", "2")
+    assert r.exit_code == 1, r.output
+    assert d["recompile_limit"] == 2
+    assert d["recompile_limit_hit"] == ["forward (0/2)"]
+    assert "recompile_limit (2) hit: forward (0/2) silently runs eagerly" in r.output
+    import torch._dynamo
+    assert torch._dynamo.config.recompile_limit == 8   # the patch did not leak
+
+
+def test_vary_generalizes_after_one_recompile(tmp_path):
+    r, d = guards(tmp_path, "make_reduce", "--vary", "x:0")
+    assert r.exit_code == 0, r.output
+    assert d["sizes"] == [4, 5, 6, 7] and d["generalized"] is True
+    [cause] = d["recompiles"]
+    assert cause["reason"] == "tensor 'x' size mismatch at index 0" and cause["count"] == 1
+    assert any("mark_dynamic(x, 0)" in a for a in cause["advice"])
+    assert "generalized after one recompile: yes" in r.output
+    [frame] = d["cache_entries"]
+    assert any("size=[None, 3]" in line and line.startswith("+") for line in frame["diffs"]["0/1"])
+
+
+def test_vary_without_dynamic_does_not_generalize(tmp_path):
+    r, d = guards(tmp_path, "make_reduce", "--vary", "0", "--sizes", "3,5,6", "--dynamic", "false")
+    assert r.exit_code == 1, r.output
+    assert d["generalized"] is False and d["vary"] == "x:0"
+    assert d["recompiles"][0]["count"] == 2
+    assert "did not generalize: a frame compiled 3 times over sizes [3, 5, 6]" in r.output
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["--vary", "y:0"], "no tensor argument named 'y'"),
+    (["--vary", "x:7"], "no dimension 7"),
+    (["--vary", "x:a"], "expected DIM or NAME:DIM"),
+    (["--repeat", "2", "--vary", "0"], "exactly one of"),
+    (["--vary", "0", "--sizes", "3,x"], "comma-separated"),
+])
+def test_usage_errors(tmp_path, args, msg):
+    r, _ = guards(tmp_path, "make_reduce", *args)
+    assert r.exit_code == 2 and msg in r.stderr and "Traceback" not in r.output
+
+
+@pytest.mark.slow
+def test_guard_text_normalized_across_processes():
+    from graphstitch.live import Options
+    from graphstitch.target import census_subprocess
+    a, _ = census_subprocess(f"{TARGETS}:make_counter", Options(check_eager=False))
+    b, _ = census_subprocess(f"{TARGETS}:make_counter", Options(check_eager=False))
+    raw_a, raw_b = a.guards["0/0"], b.guards["0/0"]
+    assert "ID_MATCH" in raw_a and "GLOBAL_STATE" in raw_a
+    assert normalize_guards(raw_a) == normalize_guards(raw_b)
+    assert not any("0x" in line or "# " in line for line in normalize_guards(raw_a))
+    assert [fe.compile_ids for fe in cache_entries(a)] == [["0/0"]]
