@@ -140,14 +140,14 @@ def perf(target, demo, backend, regional, block, repeats, warmup, max_seconds, j
         fail("give exactly one of TARGET or --demo (see `graphstitch perf --help`)")
     spec = "graphstitch.demo:demo" if demo else target
     regional = regional or bool(block)
-    steps = 4 + (2 if regional else 0)
+    steps = 3 + (2 if regional else 0)
     try:
         with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
                       console=err_console, transient=True) as bar:
             task = bar.add_task("perf", total=steps)
 
             def progress(step: str) -> None:
-                bar.update(task, description=f"perf: {step}", advance=0 if step == "census" else 1)
+                bar.update(task, description=f"perf: {step}", advance=0 if step == "eager" else 1)
             result = run_perf(spec, backend=backend, regional=regional, block=block, repeats=repeats,
                               warmup=warmup, max_seconds=max_seconds, timeout=timeout, progress=progress)
     except TargetError as e:

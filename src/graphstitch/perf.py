@@ -15,6 +15,7 @@ import html
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -267,6 +268,9 @@ def _measure(p: dict) -> dict:
         out["first_call_s"] = time.perf_counter() - t0
         if p["mode"] == "eager":
             out["peak_memory_mb"] = _peak_memory_mb(device)
+            if p.get("regional"):  # fail fast, before any compile, when there are no blocks
+                for fn, _, _ in calls:
+                    find_blocks(fn, p.get("block"))
             return out
         backend = p["backend"]
         compiled: dict[int, Any] = {}
@@ -326,7 +330,9 @@ def _run_worker(params: dict, cache_dir: str, timeout: float | None) -> dict:
         with open(pin, "w", encoding="utf-8") as f:
             json.dump(params, f)
         env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=cache_dir, TRITON_CACHE_DIR=os.path.join(cache_dir, "triton"))
-        _, died = run_isolated([sys.executable, "-m", "graphstitch.perf", pin, pout], env, timeout)
+        # The target's own prints would repeat once per timed pass: not on our stdout.
+        _, died = run_isolated([sys.executable, "-m", "graphstitch.perf", pin, pout], env, timeout,
+                               stdout=subprocess.DEVNULL)
         if os.path.exists(pout):
             with open(pout, encoding="utf-8") as f:
                 out = json.load(f)
@@ -390,16 +396,17 @@ def run_perf(spec: str, *, backend: str = "inductor", regional: bool = False, bl
     step = progress or (lambda _s: None)
     base = {"spec": spec, "backend": backend, "block": block, "repeats": repeats, "warmup": warmup,
             "max_seconds": max_seconds}
-    step("census")
-    c, _ = census_subprocess(spec, Options(backend="counting"), timeout=timeout)
-    if c.error and c.error.get("kind") == "target":
-        raise TargetError(c.error["message"])
-    census = census_summary(c)
     with tempfile.TemporaryDirectory(prefix="graphstitch-perf-cache-") as tmp:
+        # Eager first: it also checks the target and the blocks, so a bad one fails in seconds.
         step("eager")
-        eager = _run_worker(dict(base, mode="eager"), os.path.join(tmp, "eager"), timeout)
+        eager = _run_worker(dict(base, mode="eager", regional=regional), os.path.join(tmp, "eager"), timeout)
         if (eager.get("error") or {}).get("kind") == "target":
             raise TargetError(eager["error"]["message"])
+        step("census")
+        c, _ = census_subprocess(spec, Options(backend="counting"), timeout=timeout)
+        if c.error and c.error.get("kind") == "target":
+            raise TargetError(c.error["message"])
+        census = census_summary(c)
         step("whole: cold compile + latency")
         whole_cold = _run_worker(dict(base, mode="whole", latency=True), os.path.join(tmp, "whole"), timeout)
         step("whole: warm compile")

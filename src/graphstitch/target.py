@@ -125,13 +125,13 @@ def _worker(spec: str, opts_json: str, stream: str) -> int:
     return 0
 
 
-def run_isolated(cmd: list[str], env: dict, timeout: float | None) -> tuple[int, dict | None]:
+def run_isolated(cmd: list[str], env: dict, timeout: float | None, stdout: Any = None) -> tuple[int, dict | None]:
     """Run a worker in its own session; kill its whole group on timeout.
 
     Returns (exit code, None) or (exit code, {"kind": "timeout"|"crash", "message"}) when it
     timed out, died from a signal or exited with a code other than 0 or 2.
     """
-    proc = subprocess.Popen(cmd, env=env, start_new_session=True)
+    proc = subprocess.Popen(cmd, env=env, start_new_session=True, stdout=stdout)
     died: dict | None = None
     try:
         rc = proc.wait(timeout=timeout)
