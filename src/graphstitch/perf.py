@@ -93,21 +93,53 @@ def _norm_call(c: Any) -> tuple[tuple, dict]:
     return (tuple(c) if isinstance(c, (tuple, list)) else (c,)), {}
 
 
+def alternate(passes: Sequence[Callable[[], Any]], *, repeats: int = 20, warmup: int = 3,
+              max_seconds: float = 30.0, tolerance: float = 0.02, device: str = "cpu") -> tuple[list[dict], bool, int]:
+    """Time several zero-argument passes in rotation (abc, bca, cab, ...) in one run.
+
+    After ``warmup`` untimed rounds, rounds continue until at least ``repeats`` samples each and
+    every median moved less than ``tolerance`` since the previous check (stable), or
+    ``max_seconds`` / 20 x repeats ran out. Returns (stats per pass, stable, rounds).
+    """
+    timed = _timer(device)
+    for _ in range(max(warmup, 0)):
+        for f in passes:
+            f()
+    samples: list[list[float]] = [[] for _ in passes]
+    repeats = max(repeats, 3)
+    check_every = max(repeats // 4, 2)
+    prev: list[float] | None = None
+    stable = False
+    t_end = time.perf_counter() + max_seconds
+    n = 0
+    while True:
+        for k in range(len(passes)):  # rotate so that no pass always runs right after another
+            i = (n + k) % len(passes)
+            samples[i].append(timed(passes[i]))
+        n += 1
+        if n >= repeats and (n - repeats) % check_every == 0:
+            cur = [statistics.median(x) for x in samples]
+            if prev and all(abs(c - q) <= tolerance * q for c, q in zip(cur, prev)):
+                stable = True
+                break
+            prev = cur
+        if n >= 20 * repeats or (n >= 3 and time.perf_counter() > t_end):
+            break
+    return [stats(x) for x in samples], stable, n
+
+
 def compare_alternating(fn_a: Callable, fn_b: Callable, calls: Sequence, *, repeats: int = 20,
                         warmup: int = 3, max_seconds: float = 30.0, tolerance: float = 0.02,
                         device: str | None = None) -> dict:
     """Steady-state latency of fn_a and fn_b, measured alternately in one run.
 
-    One sample of a side is one pass over ``calls`` (``(args, kwargs)`` pairs or args tuples).
-    After ``warmup`` untimed passes of each side, rounds alternate a-b then b-a (so neither side
-    always runs second) until at least ``repeats`` samples each and both medians moved less than
-    ``tolerance`` since the previous check (``stable``), or ``max_seconds`` / 20 x repeats ran
-    out. Returns ``{"a": stats, "b": stats, "ratio": median_a / median_b, "stable", "rounds",
-    "device"}``: ratio > 1 means b is faster (for before/after: the speedup of the fix).
+    One sample of a side is one pass over ``calls`` (``(args, kwargs)`` pairs or args tuples);
+    the sides alternate a-b, b-a, ... (see ``alternate``). Returns ``{"a": stats, "b": stats,
+    "ratio": median_a / median_b, "stable", "rounds", "device"}``: ratio > 1 means b is faster
+    (for before/after: the speedup of the fix).
     """
     norm = [_norm_call(c) for c in calls]
     dev = device or _device_of([a for a, _ in norm] + [fn_a, fn_b])
-    timed = _timer(dev)
 
     def side(fn: Callable) -> Callable[[], None]:
         def one_pass() -> None:
@@ -115,33 +147,10 @@ def compare_alternating(fn_a: Callable, fn_b: Callable, calls: Sequence, *, repe
                 fn(*args, **kwargs)
         return one_pass
 
-    pa, pb = side(fn_a), side(fn_b)
-    for _ in range(max(warmup, 0)):
-        pa(), pb()
-    a: list[float] = []
-    b: list[float] = []
-    repeats = max(repeats, 3)
-    check_every = max(repeats // 4, 2)
-    prev: tuple[float, float] | None = None
-    stable = False
-    t_end = time.perf_counter() + max_seconds
-    while True:
-        if len(a) % 2 == 0:
-            a.append(timed(pa)), b.append(timed(pb))
-        else:
-            b.append(timed(pb)), a.append(timed(pa))
-        n = len(a)
-        if n >= repeats and (n - repeats) % check_every == 0:
-            cur = (statistics.median(a), statistics.median(b))
-            if prev and all(abs(c - p) <= tolerance * p for c, p in zip(cur, prev)):
-                stable = True
-                break
-            prev = cur
-        if n >= 20 * repeats or (n >= 3 and time.perf_counter() > t_end):
-            break
-    sa, sb = stats(a), stats(b)
+    (sa, sb), stable, rounds = alternate([side(fn_a), side(fn_b)], repeats=repeats, warmup=warmup,
+                                         max_seconds=max_seconds, tolerance=tolerance, device=dev)
     return {"a": sa, "b": sb, "ratio": sa["median_s"] / sb["median_s"] if sb["median_s"] > 0 else None,
-            "stable": stable, "rounds": len(a), "device": dev}
+            "stable": stable, "rounds": rounds, "device": dev}
 
 
 # ----------------------------------------------------------------------------- regional blocks
@@ -234,7 +243,13 @@ def _regional_census(spec: str, block: str | None, backend_name: str) -> dict:
 
 def _measure(p: dict) -> dict:
     """One worker's job. p: spec, mode (eager|whole|regional), backend, block, latency, repeats,
-    warmup, max_seconds, census."""
+    warmup, max_seconds, census, regional (eager mode: check the blocks exist).
+
+    Compile time and peak memory cover the first compiled pass (compile + one run). With
+    ``latency``, whole mode alternates eager and whole; regional mode alternates eager, whole
+    and regional (three copies of the model in one process), so every latency ratio of a
+    ``--regional`` run comes from one run.
+    """
     import torch
     from . import dynamo
     from .live import _clone, _error, outputs_equal
@@ -255,17 +270,31 @@ def _measure(p: dict) -> dict:
         sync()
         return res
 
-    with torch.no_grad():
-        eager = {id(fn): fn for fn, _, _ in calls}
+    def first_pass(fns: dict, kind: str) -> tuple[list | None, float]:
         if device == "cuda":
             torch.cuda.reset_peak_memory_stats()
         t0 = time.perf_counter()
         try:
-            expected = [_clone(x) for x in run_all(eager)]
+            res = run_all(fns)
         except Exception as e:  # noqa: BLE001
-            out["error"] = _error("eager", e)
+            out["error"] = _error(kind, e)
+            return None, 0.0
+        return res, time.perf_counter() - t0
+
+    def matches(got: list, key: str = "") -> bool:
+        for i, (g, w) in enumerate(zip(got, expected)):
+            ok, why = outputs_equal(g, w)
+            if not ok:
+                out[key + "output_mismatch"] = f"call {i}: {why}"
+                return False
+        return True
+
+    with torch.no_grad():
+        eager = {id(fn): fn for fn, _, _ in calls}
+        got, out["first_call_s"] = first_pass(eager, "eager")
+        if got is None:
             return out
-        out["first_call_s"] = time.perf_counter() - t0
+        expected = [_clone(x) for x in got]
         if p["mode"] == "eager":
             out["peak_memory_mb"] = _peak_memory_mb(device)
             if p.get("regional"):  # fail fast, before any compile, when there are no blocks
@@ -274,39 +303,39 @@ def _measure(p: dict) -> dict:
             return out
         backend = p["backend"]
         compiled: dict[int, Any] = {}
+        whole: dict[int, Any] = {}
         for fn, _, _ in calls:
             if id(fn) in compiled:
                 continue
             if p["mode"] == "regional":
-                # Block.compile() mutates the model: keep an untouched copy as the eager side.
+                # Block.compile() mutates the model: copies first, for the eager and whole sides.
                 eager[id(fn)] = copy.deepcopy(fn)
+                if p.get("latency"):
+                    whole[id(fn)] = torch.compile(copy.deepcopy(fn), backend=backend)
                 out["block"] = _compile_regional(fn, p.get("block"), backend)
                 compiled[id(fn)] = fn
             else:
                 compiled[id(fn)] = torch.compile(fn, backend=backend)
-        if device == "cuda":
-            torch.cuda.reset_peak_memory_stats()
-        t0 = time.perf_counter()
-        try:
-            got = run_all(compiled)
-        except Exception as e:  # noqa: BLE001
-            out["error"] = _error("compiled", e)
+        got, out["compile_s"] = first_pass(compiled, "compiled")
+        if got is None:
             return out
-        out["compile_s"] = time.perf_counter() - t0  # first compiled pass: compile + one run
-        ok = True
-        for i, (g, w) in enumerate(zip(got, expected)):
-            ok, why = outputs_equal(g, w)
-            if not ok:
-                out["output_mismatch"] = f"call {i}: {why}"
-                break
-        out["outputs_match_eager"] = ok
-        if p.get("latency"):
-            cmp = compare_alternating(lambda: run_all(eager), lambda: run_all(compiled), [()],
-                                      repeats=p["repeats"], warmup=p["warmup"],
-                                      max_seconds=p["max_seconds"], device=device)
-            out["eager_latency"], out["latency"] = cmp["a"], cmp["b"]
-            out["speedup_vs_eager"], out["latency_stable"] = cmp["ratio"], cmp["stable"]
         out["peak_memory_mb"] = _peak_memory_mb(device)
+        out["outputs_match_eager"] = matches(got)
+        if p.get("latency"):
+            sides = [eager, compiled]
+            if whole:
+                got, _ = first_pass(whole, "compiled")
+                if got is None:
+                    return out
+                out["whole_outputs_match_eager"] = matches(got, "whole_")
+                sides.insert(1, whole)
+            st, out["latency_stable"], _ = alternate([lambda f=f: run_all(f) for f in sides], repeats=p["repeats"],
+                                                     warmup=p["warmup"], max_seconds=p["max_seconds"], device=device)
+            out["eager_latency"], out["latency"] = st[0], st[-1]
+            out["speedup_vs_eager"] = st[0]["median_s"] / st[-1]["median_s"]
+            if whole:
+                out["whole_latency"] = st[1]
+                out["whole_speedup_vs_eager"] = st[0]["median_s"] / st[1]["median_s"]
     if p.get("census"):
         out["census"] = _regional_census(p["spec"], p.get("block"), str(backend))
     return out
@@ -407,14 +436,14 @@ def run_perf(spec: str, *, backend: str = "inductor", regional: bool = False, bl
         if c.error and c.error.get("kind") == "target":
             raise TargetError(c.error["message"])
         census = census_summary(c)
-        step("whole: cold compile + latency")
-        whole_cold = _run_worker(dict(base, mode="whole", latency=True), os.path.join(tmp, "whole"), timeout)
+        step("whole: cold compile" + ("" if regional else " + latency"))
+        whole_cold = _run_worker(dict(base, mode="whole", latency=not regional), os.path.join(tmp, "whole"), timeout)
         step("whole: warm compile")
         whole_warm = _run_worker(dict(base, mode="whole"), os.path.join(tmp, "whole"), timeout)
         whole = _variant(whole_cold, whole_warm, census)
         reg = None
         if regional:
-            step("regional: cold compile + latency")
+            step("regional: cold compile + latency (eager, whole, regional alternating)")
             reg_cold = _run_worker(dict(base, mode="regional", latency=True, census=True),
                                    os.path.join(tmp, "regional"), timeout)
             if (reg_cold.get("error") or {}).get("kind") == "target":
@@ -422,12 +451,20 @@ def run_perf(spec: str, *, backend: str = "inductor", regional: bool = False, bl
             step("regional: warm compile")
             reg_warm = _run_worker(dict(base, mode="regional"), os.path.join(tmp, "regional"), timeout)
             reg = _variant(reg_cold, reg_warm, reg_cold.get("census"))
-    # Eager latency: the whole run's alternated eager side (same process as the compiled side).
-    eager_latency = whole.get("eager_latency") or (reg or {}).get("eager_latency")
+            # The latency run of a --regional perf: eager, whole and regional in one process.
+            whole.update(latency=reg_cold.get("whole_latency"), eager_latency=reg_cold.get("eager_latency"),
+                         speedup_vs_eager=reg_cold.get("whole_speedup_vs_eager"),
+                         latency_stable=reg_cold.get("latency_stable"))
+            if reg_cold.get("whole_outputs_match_eager") is False and not whole.get("output_mismatch"):
+                whole.update(outputs_match_eager=False, output_mismatch=reg_cold.get("whole_output_mismatch"))
+    # Eager latency: the eager side of the one latency run (same process as the compiled sides).
+    eager_latency = whole.get("eager_latency")
     result: dict[str, Any] = {
         "schema": SCHEMA, "target": spec, "backend": backend, "device": eager.get("device"),
         "torch_version": c.torch_version, "repeats": repeats, "warmup": warmup,
         "memory_kind": "cuda_max_memory_allocated" if eager.get("device") == "cuda" else "cpu_peak_rss",
+        "latency_run": "eager, whole, regional alternating in one process" if regional
+                       else "eager, whole alternating in one process",
         "census": census, "census_backend": "counting",
         "eager": {"first_call_s": eager.get("first_call_s"), "latency": eager_latency,
                   "peak_memory_mb": eager.get("peak_memory_mb"), "error": eager.get("error")},
