@@ -96,10 +96,15 @@ def main() -> None:
     meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "torch": torch_version,
             "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '1')}"}
     results = []
+    old = HERE / "results.json"
+    if args.only and old.exists():  # keep the other benchmarks' last results
+        results = [r for r in json.loads(old.read_text())["results"] if r["benchmark"] not in names]
     for n in names:
         print(f"== {n}", flush=True)
         results.append(run_one(n))
         print(f"   {results[-1]['status']}" + (f": {results[-1]['note']}" if results[-1].get("note") else ""), flush=True)
+    order = {n: i for i, n in enumerate(known)}
+    results.sort(key=lambda r: order.get(r["benchmark"], len(order)))
     atomic_write(HERE / "results.json", json.dumps({"meta": meta, "results": results}, indent=2) + "\n")
     atomic_write(HERE / "results.md", markdown(results, meta))
     print((HERE / "results.md").read_text())

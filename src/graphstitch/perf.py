@@ -504,12 +504,12 @@ def render_terminal(result: dict, console: Any = None) -> None:
     con.print(f"[bold]graphstitch perf[/] {result['target']}  backend={result['backend']}  device={result['device']}  "
               f"(census: {c.get('graph_count')} graphs, {c.get('break_events')} break events at "
               f"{c.get('break_site_count')} sites, {c.get('recompile_count')} recompiles)")
-    t = Table(show_header=True, header_style="bold")
-    for col in ("variant", "latency ms", "±IQR/2", "vs eager", "cold s", "warm s", "peak MB", "graphs", "recomp.", "correct"):
-        t.add_column(col, justify="left" if col == "variant" else "right")
+    t = Table(show_header=True, header_style="bold", box=None, padding=(0, 1), pad_edge=False)
+    for col in ("variant", "ms", "±IQR/2", "speedup", "cold s", "warm s", "MB", "graphs", "recomp", "ok"):  # fits 80 columns
+        t.add_column(col, justify="left" if col == "variant" else "right", no_wrap=True, min_width=len(col))
 
     def lat(st: dict | None) -> tuple[str, str]:
-        return ("—", "—") if not st else (f"{st['median_s'] * 1e3:.3f}", f"{st['iqr_s'] * 1e3 / 2:.3f}")
+        return ("—", "—") if not st else (f"{st['median_s'] * 1e3:.4g}", f"{st['iqr_s'] * 1e3 / 2:.2g}")
     e = result["eager"]
     t.add_row("eager", *lat(e.get("latency")), "1.00×", "—", "—", _fmt(e.get("peak_memory_mb"), digits=0), "—", "—", "—")
     for side in ("whole", "regional"):
