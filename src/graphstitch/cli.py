@@ -330,3 +330,70 @@ def guards(target, repeat, vary, sizes, recompile_limit, full, json_path, **comp
         fail(target_failure(c), EXIT_TARGET)
     if not st.ok:
         sys.exit(EXIT_FAIL)
+
+
+PERF_HELP = """\b
+Each measurement runs in a fresh process: a cold compile gets an empty
+TORCHINDUCTOR_CACHE_DIR, a warm compile is a second process on the same cache. Latency
+is one pass over the target's calls under torch.no_grad(), eager and compiled passes
+alternating in one process after a warm-up, until the medians are stable; CUDA events
+time it on a GPU, the wall clock on CPU. Peak memory: torch.cuda.max_memory_allocated
+on a GPU, the measuring process's peak RSS on CPU. Graph/break/recompile counts come
+from a census (counting backend).
+
+\b
+Exit codes:
+  0  measured (with or without graph breaks)
+  2  usage error, bad target, or no repeated blocks for --regional/--block
+  3  the target failed (eager or compiled error, crash, timeout); --json still written
+"""
+
+
+@main.command(epilog=TARGET_HELP + "\n" + PERF_HELP)
+@click.argument("target", required=False)
+@click.option("--demo", is_flag=True, help="Measure the built-in demo model.")
+@click.option("--backend", default="inductor", show_default=True, help="torch.compile backend to measure (inductor, aot_eager, eager, ...).")
+@click.option("--regional", is_flag=True, help="Also compile each repeated block instead of the whole model, and compare.")
+@click.option("--block", metavar="NAME", help="Attribute path of the blocks for --regional (e.g. transformer.h); default: detected.")
+@click.option("--repeats", type=click.IntRange(min=3), default=20, show_default=True, help="Minimum timed passes per side.")
+@click.option("--warmup", type=click.IntRange(min=0), default=3, show_default=True, help="Untimed passes per side before timing.")
+@click.option("--max-seconds", type=click.FloatRange(min=0, min_open=True), default=30.0, show_default=True,
+              help="Stop timing a variant after this long even if the median is not yet stable.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the results as JSON.")
+@click.option("--svg", "svg_path", type=click.Path(dir_okay=False), help="Write a bar chart of latencies and compile times as SVG.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, help="Kill any measuring process after S seconds (exit 3).")
+def perf(target, demo, backend, regional, block, repeats, warmup, max_seconds, json_path, svg_path, timeout):
+    """Measure eager vs compiled latency, cold/warm compile time and peak memory of TARGET."""
+    import json as _json
+
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from .perf import failed, perf_svg, render_terminal, run_perf
+    from .report import atomic_write
+    from .target import TargetError
+
+    if demo == bool(target):
+        fail("give exactly one of TARGET or --demo (see `graphstitch perf --help`)")
+    spec = "graphstitch.demo:demo" if demo else target
+    regional = regional or bool(block)
+    steps = 3 + (2 if regional else 0)
+    try:
+        with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                      console=err_console, transient=True) as bar:
+            task = bar.add_task("perf", total=steps)
+
+            def progress(step: str) -> None:
+                bar.update(task, description=f"perf: {step}", advance=0 if step == "eager" else 1)
+            result = run_perf(spec, backend=backend, regional=regional, block=block, repeats=repeats,
+                              warmup=warmup, max_seconds=max_seconds, timeout=timeout, progress=progress)
+    except TargetError as e:
+        fail(str(e))
+    render_terminal(result)
+    if json_path:
+        atomic_write(json_path, _json.dumps(result, indent=2) + "\n")
+    if svg_path:
+        atomic_write(svg_path, perf_svg(result))
+    err = failed(result)
+    if err:
+        msg = str(err.get("message") or "").splitlines()
+        fail(f"{err['side']} run failed ({err.get('kind')}): {msg[0] if msg else ''}", EXIT_TARGET)

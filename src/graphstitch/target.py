@@ -138,6 +138,29 @@ def _worker(spec: str, opts_json: str, stream: str) -> int:
     return 0
 
 
+def run_isolated(cmd: list[str], env: dict, timeout: float | None, stdout: Any = None) -> tuple[int, dict | None]:
+    """Run a worker in its own session; kill its whole group on timeout.
+
+    Returns (exit code, None) or (exit code, {"kind": "timeout"|"crash", "message"}) when it
+    timed out, died from a signal or exited with a code other than 0 or 2.
+    """
+    proc = subprocess.Popen(cmd, env=env, start_new_session=True, stdout=stdout)
+    died: dict | None = None
+    try:
+        rc = proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        rc = -signal.SIGKILL
+        died = {"kind": "timeout", "message": f"target did not finish within {timeout:g} s (killed)"}
+    if rc < 0 and died is None:
+        sig = signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else str(-rc)
+        died = {"kind": "crash", "message": f"target process died with signal {sig}"}
+    elif rc not in (0, 2) and died is None:
+        died = {"kind": "crash", "message": f"target process exited with code {rc}"}
+    return rc, died
+
+
 def census_subprocess(spec: str, opts, *, timeout: float | None = None) -> tuple[Census, int]:
     """Run the target in a fresh worker process. Returns (census, worker exit code)."""
     with tempfile.TemporaryDirectory(prefix="graphstitch-") as tmp:
@@ -145,20 +168,7 @@ def census_subprocess(spec: str, opts, *, timeout: float | None = None) -> tuple
         cmd = [sys.executable, "-m", "graphstitch.target", spec, json.dumps(asdict(opts)), stream]
         env = dict(os.environ)
         env.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(tmp, "inductor"))
-        proc = subprocess.Popen(cmd, env=env, start_new_session=True)
-        died: dict | None = None
-        try:
-            rc = proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            rc = -signal.SIGKILL
-            died = {"kind": "timeout", "message": f"target did not finish within {timeout:g} s (killed)"}
-        if rc < 0 and died is None:
-            sig = signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else str(-rc)
-            died = {"kind": "crash", "message": f"target process died with signal {sig}"}
-        elif rc not in (0, 2) and died is None:
-            died = {"kind": "crash", "message": f"target process exited with code {rc}"}
+        rc, died = run_isolated(cmd, env, timeout)
         dec = Decoder()
         events: list = []
         if os.path.exists(stream):
