@@ -43,6 +43,7 @@ def site_of(result, kind):
 
 @pytest.mark.slow
 def test_symmetric_ranks_pass_even_with_the_default_port_busy(tmp_path):
+    path = TARGETS / "symmetric.py"
     # Occupy torchrun's default port: --standalone must rendezvous on a free one.
     busy = socket.socket()
     try:
@@ -57,11 +58,18 @@ def test_symmetric_ranks_pass_even_with_the_default_port_busy(tmp_path):
     assert rc == 0, p.stderr
     assert doc["symmetric"] is True and doc["divergences"] == [] and doc["failed"] == []
     assert doc["ranks"] == [0, 1]
-    # dist.all_reduce traces into the graph as a functional collective on both ranks.
+    ar = ["_c10d_functional.all_reduce", "_c10d_functional.wait_tensor"]
+    # dist.all_reduce traces into step's graph as a functional collective on both ranks;
+    # sync_step's two graphs hold none: its collectives broke the graph.
     for r in ("0", "1"):
-        assert doc["collectives"][r] == [["_c10d_functional.all_reduce", "_c10d_functional.wait_tensor"]]
-        assert doc["censuses"][r]["graph_count"] == 1 and doc["censuses"][r]["break_site_count"] == 0
+        assert doc["collectives"][r] == [ar, [], []]
+        assert doc["censuses"][r]["break_site_count"] == 2
     assert "symmetric" in p.stdout
+    # Symmetric, but flagged with advice.
+    flags = {(f["kind"], f["line"], f["gb_id"], tuple(f["ranks"])) for f in doc["flags"]}
+    assert flags == {("disabled_collective", marked_line(path, "DISABLED_SYNC"), "GB0098", (0, 1)),
+                     ("collective_break", marked_line(path, "BROADCAST"), "GB0007", (0, 1))}
+    assert all("functional collectives" in f["advice"] for f in doc["flags"])
     assert left_behind(tmp_path) == []
 
 
@@ -149,22 +157,25 @@ def test_a_hung_rank_is_bounded_by_timeout_and_the_other_census_is_kept(tmp_path
 
 
 @pytest.mark.slow
-def test_collectives_that_break_the_graph_are_flagged(tmp_path):
-    path = TARGETS / "collective_breaks.py"
-    rc, doc, _, p = run_ranks_cli("collective_breaks", tmp_path)
-    assert rc == 0, p.stderr
-    assert doc["symmetric"] is True
-    flags = {(f["kind"], f["line"], f["gb_id"], tuple(f["ranks"])) for f in doc["flags"]}
-    assert flags == {("disabled_collective", marked_line(path, "DISABLED_SYNC"), "GB0098", (0, 1)),
-                     ("collective_break", marked_line(path, "BROADCAST"), "GB0007", (0, 1))}
-    assert all("functional collectives" in f["advice"] for f in doc["flags"])
-    assert doc["collectives"] == {"0": [[], []], "1": [[], []]}
+def test_script_mode_passes_arguments_and_names_the_divergent_line(tmp_path):
+    path = TARGETS / "train.py"
+    out = tmp_path / "ranks.json"
+    e = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    p = subprocess.run([sys.executable, "-m", "graphstitch", "ranks", "--script", str(path), "--json", str(out),
+                        "--", "--steps", "2", "--log-rank", "1"], env=e, capture_output=True, text=True, timeout=240)
+    assert p.returncode == 1, p.stderr
+    doc = json.loads(out.read_text())
+    first = doc["divergences"][0]
+    assert (first["kind"], first["ranks"], first["file"], first["line"]) == \
+        ("break_site", [1], str(path), marked_line(path, "SCRIPT_PRINT"))
+    # The script compiles with its own backend: collectives are read from Dynamo's graph code.
+    assert first["collectives"] == {"0": ["_c10d_functional.all_reduce", "_c10d_functional.wait_tensor"], "1": []}
 
 
 def test_bad_usage_is_one_line_exit_2(tmp_path):
     e = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
     p = subprocess.run([sys.executable, "-m", "graphstitch", "ranks"], env=e, capture_output=True, text=True)
     assert p.returncode == 2 and "Traceback" not in p.stderr and "TARGET" in p.stderr
-    p = subprocess.run([sys.executable, "-m", "graphstitch", "ranks", f"{TARGETS / 'nope.py'}:make", "--nproc", "2",
-                        "--timeout", "120"], env=e, capture_output=True, text=True, timeout=200)
+    p = subprocess.run([sys.executable, "-m", "graphstitch", "ranks", f"{TARGETS / 'nope.py'}:make"],
+                       env=e, capture_output=True, text=True, timeout=200)
     assert p.returncode == 2 and "Traceback" not in p.stderr and "not found" in p.stderr

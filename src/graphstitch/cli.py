@@ -31,7 +31,9 @@ err_console = Console(stderr=True, highlight=False)
 
 def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     """One clear line on stderr and a documented exit code; never a traceback."""
-    err_console.print(f"[bold red]graphstitch: error:[/] {message}", markup=True, soft_wrap=True)
+    from rich.markup import escape
+    # escape: messages quote user and library text ("[/__w/pytorch/...] Connection closed").
+    err_console.print(f"[bold red]graphstitch: error:[/] {escape(message)}", markup=True, soft_wrap=True)
     sys.exit(code)
 
 
@@ -114,7 +116,7 @@ pass its arguments after `--`: graphstitch ranks --script train.py -- --epochs 1
 """ + "\n" + RANKS_EXIT_HELP)
 @click.argument("target_or_args", nargs=-1, type=click.UNPROCESSED, metavar="[TARGET] [-- SCRIPT_ARGS]")
 @click.option("--nproc", type=click.IntRange(min=1), default=2, show_default=True, help="Number of ranks to launch.")
-@click.option("--script", type=click.Path(exists=True, dir_okay=False), help="Run this script on each rank instead of a TARGET.")
+@click.option("--script", type=click.Path(exists=True, dir_okay=False, resolve_path=True), help="Run this script on each rank instead of a TARGET.")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=300, show_default=True,
               help="Kill every rank after S seconds; ranks still running are reported as hung (exit 3).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the comparison and each rank's census as JSON.")
@@ -131,13 +133,19 @@ def ranks(target_or_args, nproc, script, timeout, json_path, trace_dir, backend,
     """
     import json as _json
 
-    from .live import Options
     from .ranks import compare_ranks, render_ranks, run_ranks
     from .report import atomic_write
 
     if script is None and len(target_or_args) != 1:
         fail("give exactly one TARGET, or --script PATH [-- ARGS] (see `graphstitch ranks --help`)")
     spec = None if script else target_or_args[0]
+    if spec is not None:
+        from .target import TargetError, check_spec
+        try:
+            check_spec(spec)  # before launching N ranks that would all fail the same way
+        except TargetError as e:
+            fail(str(e))
+    from .live import Options  # imports torch: after the checks above
     opts = Options(backend=backend, check_eager=not no_eager_check)
     censuses, info = run_ranks(spec, nproc, opts, script=script, script_args=target_or_args if script else (),
                                timeout=timeout, trace_dir=trace_dir)

@@ -397,6 +397,7 @@ def run_ranks(spec: str | None, nproc: int, opts, *, script: str | None = None,
     """Launch ``nproc`` ranks with torch.distributed.run, each running the target (or script)
     under capture. Returns (census per rank, run info). Never leaves a process behind."""
     owned = trace_dir is None
+    script = os.path.abspath(script) if script else None
     outdir = tempfile.mkdtemp(prefix="graphstitch-ranks-") if owned else trace_dir
     os.makedirs(outdir, exist_ok=True)
     for r in range(nproc):  # stale files from an earlier run in the same --trace-dir
@@ -436,11 +437,8 @@ def run_ranks(spec: str | None, nproc: int, opts, *, script: str | None = None,
     for r in range(nproc):
         censuses[r] = census_from_stream(os.path.join(outdir, RANK_FILE.format(rank=r)), spec or script)
         try:
-            done_file = os.path.join(outdir, f"rank_{r}.done")
-            with open(done_file, encoding="utf-8") as f:
+            with open(os.path.join(outdir, f"rank_{r}.done"), encoding="utf-8") as f:
                 done[r] = int(f.read().strip() or 0)
-            if censuses[r].error:
-                censuses[r].error["at"] = os.path.getmtime(done_file)  # orders the failures
         except (OSError, ValueError):
             pass
     failed_first = [r for r in censuses if censuses[r].error]
@@ -486,7 +484,13 @@ def _rank_worker(outdir: str, opts_json: str, spec: str, *script_args: str) -> i
     quiet_dynamo_warnings()
     try:
         with open(os.path.join(outdir, RANK_FILE.format(rank=rank)), "w", encoding="utf-8") as out:
-            sink = stream_sink(out)
+            write = stream_sink(out)
+
+            def sink(rec: Record) -> None:
+                err = (rec.meta.get("graphstitch_run") or {}).get("error")
+                if isinstance(err, dict):
+                    err.setdefault("at", time.time())  # orders the ranks' failures
+                write(rec)
             if spec == "--script":
                 script, args = script_args[0], list(script_args[1:])
                 sys.argv = [script, *args]

@@ -30,7 +30,8 @@ class TargetError(Exception):
     """The target spec or factory is wrong (exit 2)."""
 
 
-def load_factory(spec: str) -> Callable:
+def check_spec(spec: str) -> tuple[str, str, Path | None]:
+    """What can be checked without importing the target: (module or file, factory, path)."""
     if ":" not in spec:
         raise TargetError(f"target {spec!r} must be PATH.py:FACTORY or package.module:FACTORY")
     where, _, name = spec.rpartition(":")
@@ -40,6 +41,13 @@ def load_factory(spec: str) -> Callable:
         path = Path(where).expanduser().resolve()
         if not path.is_file():
             raise TargetError(f"target file not found: {where}")
+        return where, name, path
+    return where, name, None
+
+
+def load_factory(spec: str) -> Callable:
+    where, name, path = check_spec(spec)
+    if path is not None:
         modname = path.stem
         # Dynamo re-imports the module while tracing: it must be findable in sys.modules.
         sys.path.insert(0, str(path.parent))
