@@ -15,6 +15,7 @@ from conftest import ROOT, marked_line
 from graphstitch.ranks import compare_ranks, censuses_from_rank_files
 
 TARGETS = Path(__file__).resolve().parent / "targets_ranks"
+sys.path.insert(0, str(TARGETS))  # Dynamo re-imports in-process targets by module name
 
 
 def run_ranks_cli(target, tmp_path, *extra, env=None):
@@ -179,3 +180,31 @@ def test_bad_usage_is_one_line_exit_2(tmp_path):
     p = subprocess.run([sys.executable, "-m", "graphstitch", "ranks", f"{TARGETS / 'nope.py'}:make"],
                        env=e, capture_output=True, text=True, timeout=200)
     assert p.returncode == 2 and "Traceback" not in p.stderr and "not found" in p.stderr
+
+
+def test_three_ranks_in_process_name_the_odd_rank_and_order_cause_first():
+    # Real compiles in this process stand in for three ranks: rank 1 takes another path.
+    import torch
+
+    import graphstitch
+    from ranks_variants import step
+    path = TARGETS / "ranks_variants.py"
+    x = torch.ones(4)
+    quiet = graphstitch.census_calls(step, [((x, True, False), {})])
+    c = {0: quiet, 1: graphstitch.census_calls(step, [((x, True, True), {})]), 2: quiet}
+    result = compare_ranks(c)
+    assert result["symmetric"] is False
+    kinds = [(d["kind"], d["ranks"], d["other_ranks"], d["line"]) for d in result["divergences"][:2]]
+    assert kinds == [("break_site", [1], [0, 2], marked_line(path, "LOOP_PRINT")),
+                     ("skipped_frame", [1], [0, 2], c[1].skipped_frames[0].line)]
+    assert c[1].sites[0].gb_chain[-1] == "GB7000" and result["divergences"][0]["gb_id"] == c[1].sites[0].gb_id
+
+    # Same site on every rank, but rank 2 recompiles (another shape) and meets it again.
+    again = graphstitch.census_calls(step, [((x, True, False), {}), ((torch.ones(8), True, False), {})])
+    result = compare_ranks({0: quiet, 1: quiet, 2: again})
+    got = {d["kind"]: d for d in result["divergences"]}
+    assert set(got) >= {"recompile", "break_events"}
+    assert got["recompile"]["ranks"] == [2] and got["recompile"]["reason"] == "tensor 'x' size mismatch at index 0"
+    assert got["break_events"]["line"] == marked_line(path, "LOUD_PRINT")
+    assert got["break_events"]["events"] == {0: 1, 1: 1, 2: 2}
+    assert result["divergences"][0]["kind"] == "recompile"
