@@ -132,7 +132,9 @@ def test_a_rank_that_raises_is_reported_and_nothing_is_left_behind(tmp_path):
     path = TARGETS / "raises.py"
     rc, doc, _, p = run_ranks_cli("raises", tmp_path, "--timeout", "120")
     assert rc == 3, p.stderr
+    assert doc["failed"], doc["censuses"]
     first = doc["failed"][0]
+    print(doc["failed"], p.stderr)  # shown when an assertion below fails
     assert first["rank"] == 1 and first["kind"] == "eager"
     assert first["where"] == f"{path}:{marked_line(path, 'RANK1_RAISE')}"
     assert "rank 1 cannot go on" in first["message"]
@@ -145,9 +147,10 @@ def test_a_rank_that_raises_is_reported_and_nothing_is_left_behind(tmp_path):
 @pytest.mark.slow
 def test_a_hung_rank_is_bounded_by_timeout_and_the_other_census_is_kept(tmp_path):
     path = TARGETS / "hangs.py"
-    rc, doc, wall, p = run_ranks_cli("hangs", tmp_path, "--timeout", "25", "--no-eager-check")
+    # 40 s: rank 0 must finish first even on a loaded 2-core machine.
+    rc, doc, wall, p = run_ranks_cli("hangs", tmp_path, "--timeout", "40", "--no-eager-check")
     assert rc == 3, p.stderr
-    assert wall < 25 + 20
+    assert wall < 40 + 20
     assert [f["rank"] for f in doc["failed"]] == [1] and doc["failed"][0]["kind"] == "timeout"
     assert doc["censuses"]["0"]["error"] is None and doc["censuses"]["0"]["graph_count"] == 2
     # What rank 1 compiled before it hung was streamed to disk and survives the kill.

@@ -145,9 +145,8 @@ def ranks(target_or_args, nproc, script, timeout, json_path, trace_dir, backend,
             check_spec(spec)  # before launching N ranks that would all fail the same way
         except TargetError as e:
             fail(str(e))
-    from .live import Options  # imports torch: after the checks above
-    opts = Options(backend=backend, check_eager=not no_eager_check)
-    censuses, info = run_ranks(spec, nproc, opts, script=script, script_args=target_or_args if script else (),
+    # Options as a dict: this process launches the ranks and compares, it never imports torch.
+    censuses, info = run_ranks(spec, nproc, {"backend": backend, "check_eager": not no_eager_check}, script=script, script_args=target_or_args if script else (),
                                timeout=timeout, trace_dir=trace_dir)
     bad = [c.error["message"] for c in censuses.values() if c.error and c.error.get("kind") == "target"]
     if bad:

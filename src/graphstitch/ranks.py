@@ -18,7 +18,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict
 from typing import Any, Iterable
 
 from .analysis import Census, _cid_sort_key
@@ -379,23 +378,38 @@ def _descendants(pid: int) -> dict[int, str | None]:
     return out
 
 
+def _alive(pid: int, started: str | None) -> bool:
+    """Same process (start time guards against a reused pid) and not yet a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return False
+    return started is not None and fields[19] == started and fields[0] not in ("Z", "X")
+
+
 def _kill_all(known: dict[int, str | None]) -> None:
     # Workers run in their own sessions (elastic starts them with start_new_session): kill each
-    # group, then each pid. The start time guards against a reused pid.
+    # group, then each pid; then wait until they are gone, so none outlives the command.
     for pid, started in known.items():
-        if _start_time(pid) == started and started is not None:
+        if _alive(pid, started):
             for kill, target in ((os.killpg, pid), (os.kill, pid)):
                 try:
                     kill(target, signal.SIGKILL)
                 except (ProcessLookupError, PermissionError):
                     pass
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(_alive(p, s) for p, s in known.items()):
+        time.sleep(0.05)
 
 
-def run_ranks(spec: str | None, nproc: int, opts, *, script: str | None = None,
+def run_ranks(spec: str | None, nproc: int, options: dict | None = None, *, script: str | None = None,
               script_args: Iterable[str] = (), timeout: float | None = None,
               trace_dir: str | None = None) -> tuple[dict[int, Census], dict]:
     """Launch ``nproc`` ranks with torch.distributed.run, each running the target (or script)
-    under capture. Returns (census per rank, run info). Never leaves a process behind."""
+    under capture. ``options`` are :class:`graphstitch.live.Options` fields (a dict, so this
+    process never imports torch). Returns (census per rank, run info). Never leaves a process
+    behind."""
     owned = trace_dir is None
     script = os.path.abspath(script) if script else None
     outdir = tempfile.mkdtemp(prefix="graphstitch-ranks-") if owned else trace_dir
@@ -412,7 +426,7 @@ def run_ranks(spec: str | None, nproc: int, opts, *, script: str | None = None,
     # --standalone: c10d rendezvous on a free port (a busy 29500 is not an error).
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
            f"--nproc_per_node={nproc}", "--max-restarts=0", "--monitor-interval=0.2",
-           "-m", "graphstitch.ranks", outdir, json.dumps(asdict(opts)),
+           "-m", "graphstitch.ranks", outdir, json.dumps(options or {}),
            spec if script is None else "--script", *([] if script is None else [script, *script_args])]
     log_path = os.path.join(outdir, "launcher.log")
     started = time.monotonic()
@@ -420,14 +434,19 @@ def run_ranks(spec: str | None, nproc: int, opts, *, script: str | None = None,
     with open(log_path, "w", encoding="utf-8") as log:
         proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         known: dict[int, str | None] = {proc.pid: _start_time(proc.pid)}
+        scanned = 0.0
         try:
             while proc.poll() is None:
-                known.update(_descendants(proc.pid))
+                if time.monotonic() - scanned > 1.0:  # a /proc scan costs ~10 ms
+                    known.update(_descendants(proc.pid))
+                    scanned = time.monotonic()
                 if timeout is not None and time.monotonic() - started > timeout:
                     timed_out = True
                     break
-                time.sleep(0.2)
+                time.sleep(0.1)
         finally:
+            if proc.poll() is None:
+                known.update(_descendants(proc.pid))
             _kill_all(known)
             proc.wait()
     wall = time.monotonic() - started
