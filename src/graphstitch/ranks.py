@@ -23,10 +23,11 @@ from typing import Any, Iterable
 from .analysis import Census, _cid_sort_key
 from .target import census_from_stream
 
-# Source text that calls a collective or the process-group API.
+# Source text that calls a collective or the process-group API (not torch.gather,
+# broadcast_to & co: bare gather/scatter/reduce/send count only as `dist.` calls).
 _COLLECTIVE_TEXT = re.compile(
-    r"\b(all_reduce|allreduce|all_gather\w*|reduce_scatter\w*|broadcast\w*|barrier|all_to_all\w*|"
-    r"isend|irecv|send|recv|reduce|gather|scatter)\s*\(|\bdist\.\w+\(|torch\.distributed\.\w+\(")
+    r"\b(all_reduce\w*|allreduce\w*|all_gather\w*|reduce_scatter\w*|broadcast|broadcast_object_list|"
+    r"barrier|all_to_all\w*|isend|irecv)\s*\(|\b(dist|torch\.distributed)\.(?!get_|is_)\w+\(")
 _DISABLED_FN = re.compile(r"function `<function (\w+) at")
 
 FUNCTIONAL_ADVICE = (
