@@ -145,6 +145,16 @@ def test_a_rank_that_raises_is_reported_and_nothing_is_left_behind(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_rank_that_segfaults_is_named_from_the_launcher_summary(tmp_path):
+    rc, doc, _, p = run_ranks_cli("segfaults", tmp_path, "--timeout", "120")
+    assert rc == 3, p.stderr
+    assert [(f["rank"], f["kind"]) for f in doc["failed"]][0] == (1, "crash")
+    assert "SIGSEGV" in doc["failed"][0]["message"]
+    assert doc["censuses"]["0"]["error"] is None or doc["censuses"]["0"]["error"]["kind"] == "stopped"
+    assert left_behind(tmp_path) == []
+
+
+@pytest.mark.slow
 def test_a_hung_rank_is_bounded_by_timeout_and_the_other_census_is_kept(tmp_path):
     path = TARGETS / "hangs.py"
     # 40 s: rank 0 must finish first even on a loaded 2-core machine.

@@ -13,6 +13,7 @@ import ast
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -43,6 +44,8 @@ RANK_ADVICE = (
     "on one rank changes its graphs, and then the order its collectives run in.")
 
 RANK_FILE = "dedicated_log_torch_trace_rank_{rank}_graphstitch.log"  # TORCH_TRACE's naming
+_ROOT_CAUSE_RE = re.compile(r"rank\s*:\s*(?P<rank>\d+).*?exitcode\s*:\s*(?P<code>-?\d+)[^\n]*?(?:\((?P<sig>SIG\w+)\))?\s*\n",
+                            re.S)
 
 
 # ----------------------------------------------------------------------------- comparison
@@ -281,7 +284,8 @@ def compare_ranks(censuses: dict[int, Census]) -> dict:
     failed = [{"rank": r, **{k: censuses[r].error.get(k) for k in ("kind", "type", "message", "where")
                              if censuses[r].error.get(k) is not None}}
               for r in sorted((r for r in ranks if censuses[r].error),
-                              key=lambda r: (censuses[r].error.get("at") or float("inf"), r))]
+                              key=lambda r: (censuses[r].error.get("kind") == "stopped",
+                                             censuses[r].error.get("at") or float("inf"), r))]
     divergences: list[dict] = []
     if len(ranks) > 1:
         divergences = (_site_divergences(censuses) + _skipped_divergences(censuses) +
@@ -452,6 +456,8 @@ def run_ranks(spec: str | None, nproc: int, options: dict | None = None, *, scri
             proc.wait()
     wall = time.monotonic() - started
 
+    with open(log_path, encoding="utf-8", errors="replace") as f:
+        log_tail = f.read()[-4000:]
     censuses: dict[int, Census] = {}
     done: dict[int, int] = {}
     for r in range(nproc):
@@ -462,6 +468,13 @@ def run_ranks(spec: str | None, nproc: int, options: dict | None = None, *, scri
         except (OSError, ValueError):
             pass
     failed_first = [r for r in censuses if censuses[r].error]
+    # torchrun's failure summary names the rank that died first (a segfault leaves no record).
+    root = _ROOT_CAUSE_RE.search(log_tail.split("Root Cause", 1)[-1]) if "Root Cause" in log_tail else None
+    if root and int(root["rank"]) in censuses and not failed_first and int(root["rank"]) not in done:
+        r = int(root["rank"])
+        how = f"signal {root['sig']}" if root["sig"] else f"exit code {root['code']}"
+        censuses[r].error = {"kind": "crash", "message": f"rank {r} died with {how}"}
+        failed_first = [r]
     for r, c in censuses.items():
         if r in done or c.error:
             continue
@@ -471,16 +484,14 @@ def run_ranks(spec: str | None, nproc: int, options: dict | None = None, *, scri
             c.error = {"kind": "stopped", "message": f"rank {r} was stopped by the launcher after "
                                                      f"{_fmt_ranks(failed_first)} failed"}
         else:
+            last = [ln for ln in log_tail.splitlines() if ln.strip()][-1:] or [""]
             c.error = {"kind": "crash", "message": f"rank {r} exited before finishing (launcher exit code "
-                                                   f"{proc.returncode}; see {log_path})"}
-    with open(log_path, encoding="utf-8", errors="replace") as f:
-        log_tail = f.read()[-4000:]
+                                                   f"{proc.returncode}): {last[0][:300]}"}
     info = {"nproc": nproc, "timed_out": timed_out, "wall_seconds": round(wall, 3),
             "launcher_exit_code": proc.returncode, "trace_dir": None if owned else outdir,
             "rank_files": {r: os.path.join(outdir, RANK_FILE.format(rank=r)) for r in range(nproc)},
             "launcher_log_tail": log_tail}
     if owned:
-        import shutil
         shutil.rmtree(outdir, ignore_errors=True)
         info["rank_files"] = {}
     return censuses, info
