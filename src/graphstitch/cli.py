@@ -76,7 +76,7 @@ def census(target, demo, json_path, nested_graph_breaks, backend, dynamic, grad,
     if in_process and timeout:
         fail("--timeout needs the subprocess runner; drop --in-process")
 
-    from .live import Options
+    from .target import Options
     opts = Options(backend=backend, nested_graph_breaks=nested_graph_breaks, dynamic=_dynamic(dynamic),
                    grad=grad, check_eager=not no_eager_check)
     if in_process:

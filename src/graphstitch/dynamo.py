@@ -35,14 +35,16 @@ def trace_handler(handler: logging.Handler) -> Iterator[None]:
     nothing outside a capture.
     """
     log = logging.getLogger(TRACE_LOGGER)
-    old_level = log.level
+    old_level, old_propagate = log.level, log.propagate
     log.setLevel(logging.DEBUG)
+    log.propagate = False  # records are for us, not for the application's root handlers
     log.addHandler(handler)
     try:
         yield
     finally:
         log.removeHandler(handler)
         log.setLevel(old_level)
+        log.propagate = old_propagate
 
 
 def intern_table() -> dict[int, str]:

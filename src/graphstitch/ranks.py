@@ -506,9 +506,9 @@ def _rank_worker(outdir: str, opts_json: str, spec: str, *script_args: str) -> i
     import torch.distributed as dist
 
     from .dynamo import quiet_dynamo_warnings
-    from .live import Capture, Options, _error, run_calls
+    from .live import Capture, _error, run_calls
     from .records import Record
-    from .target import TargetError, load_factory, make_calls, stream_sink
+    from .target import Options, TargetError, load_factory, make_calls, stream_sink
 
     rank = int(os.environ.get("RANK", "0"))
     rc = 3
