@@ -15,8 +15,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Iterable
 
 from . import __version__
-from .records import (BackendGraph, BreakReport, FrameMetrics, FrameStart, Guards,
-                      OutputGraph, RecompileReasons, RunInfo, StackFrame)
+from .records import (COLLECTIVE_NAMESPACES, BackendGraph, BreakReport, FrameMetrics, FrameStart,
+                      Guards, OutputGraph, RecompileReasons, RunInfo, StackFrame)
 
 SCHEMA_VERSION = 1
 LOOP_GB = "GB7000"  # "graph break in loop": Dynamo skips the whole frame
@@ -32,6 +32,7 @@ class Graph:
     function: str
     op_count: int | None
     ops: list[str] = field(default_factory=list)
+    collectives: list[str] = field(default_factory=list)  # collective ops in order (ops is live-only)
 
 
 @dataclass
@@ -297,6 +298,7 @@ def build_census(events: Iterable, *, target: str | None = None) -> Census:
     metrics: dict[str, FrameMetrics] = {}
     graph_order: list[str] = []
     backend: dict[str, BackendGraph] = {}
+    output: dict[str, OutputGraph] = {}
     reports: list[BreakReport] = []
     recompiles: list[RecompileReasons] = []
     c = Census(target=target)
@@ -311,6 +313,8 @@ def build_census(events: Iterable, *, target: str | None = None) -> Census:
                 graph_order.append(ev.compile_id)
             if isinstance(ev, BackendGraph):
                 backend[ev.compile_id] = ev
+            else:
+                output[ev.compile_id] = ev
         elif isinstance(ev, BreakReport):
             reports.append(ev)
         elif isinstance(ev, RecompileReasons):
@@ -345,9 +349,12 @@ def build_census(events: Iterable, *, target: str | None = None) -> Census:
         fr = compiled_frame(cid) or StackFrame("?", 0, "?")
         b = backend.get(cid)
         m = metrics.get(cid)
+        o = output.get(cid)
         c.graphs.append(Graph(cid, fr.file, fr.line, original_name(fr.function),
                               b.op_count if b else (m.graph_op_count if m else None),
-                              list(b.ops) if b else []))
+                              list(b.ops) if b else [],
+                              list(o.collectives) if o else
+                              [op for op in (b.ops if b else []) if op.split(".")[0] in COLLECTIVE_NAMESPACES]))
 
     failed = {cid for cid, m in metrics.items() if m.fail_type}
     sites: dict[tuple, Site] = {}

@@ -32,7 +32,9 @@ err_console = Console(stderr=True, highlight=False, emoji=False)  # "x.py:factor
 
 def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     """One clear line on stderr and a documented exit code; never a traceback."""
-    err_console.print(f"[bold red]graphstitch: error:[/] {message}", markup=True, soft_wrap=True)
+    from rich.markup import escape
+    # escape: messages quote user and library text ("[/__w/pytorch/...] Connection closed").
+    err_console.print(f"[bold red]graphstitch: error:[/] {escape(message)}", markup=True, soft_wrap=True)
     sys.exit(code)
 
 
@@ -397,3 +399,70 @@ def perf(target, demo, backend, regional, block, repeats, warmup, max_seconds, j
     if err:
         msg = str(err.get("message") or "").splitlines()
         fail(f"{err['side']} run failed ({err.get('kind')}): {msg[0] if msg else ''}", EXIT_TARGET)
+
+
+RANKS_EXIT_HELP = """\b
+Exit codes:
+  0  symmetric: every rank compiled the same graphs, breaks, recompiles and collectives
+  1  the ranks diverge (the first divergence is printed first, and in --json)
+  2  usage error or bad target
+  3  a rank failed (exception, crash, or still running at --timeout); the other ranks'
+     censuses are still compared and written to --json
+"""
+
+
+@main.command(epilog=TARGET_HELP + """\b
+In a distributed run the factory may call torch.distributed.get_rank(): graphstitch starts
+the process group (gloo on CPU; gloo+nccl when CUDA is present) before calling it.
+--script runs a training script on every rank instead (it starts its own process group);
+pass its arguments after `--`: graphstitch ranks --script train.py -- --epochs 1
+""" + "\n" + RANKS_EXIT_HELP)
+@click.argument("target_or_args", nargs=-1, type=click.UNPROCESSED, metavar="[TARGET] [-- SCRIPT_ARGS]")
+@click.option("--nproc", type=click.IntRange(min=1), default=2, show_default=True, help="Number of ranks to launch.")
+@click.option("--script", type=click.Path(exists=True, dir_okay=False, resolve_path=True), help="Run this script on each rank instead of a TARGET.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=300, show_default=True,
+              help="Kill every rank after S seconds; ranks still running are reported as hung (exit 3).")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the comparison and each rank's census as JSON.")
+@click.option("--trace-dir", type=click.Path(file_okay=False), help="Keep each rank's trace file (TORCH_TRACE format) in this folder.")
+@click.option("--backend", default="counting", show_default=True, help="torch.compile backend for TARGET (as in `census`).")
+@click.option("--no-eager-check", is_flag=True, help="Skip the eager reference run of TARGET's calls.")
+def ranks(target_or_args, nproc, script, timeout, json_path, trace_dir, backend, no_eager_check):
+    """Run TARGET (or --script) on NPROC ranks and check that they compile symmetrically.
+
+    Each rank runs under capture with torch.distributed.run (free port, --standalone). The
+    ranks' break sites, break events, graphs and their order, recompile causes, skipped
+    frames and the order of collectives in each graph are compared; the first divergence
+    names the ranks, the compile id, the site or cause and the user's file:line.
+    """
+    import json as _json
+
+    from .ranks import compare_ranks, render_ranks, run_ranks
+    from .report import atomic_write
+
+    if script is None and len(target_or_args) != 1:
+        fail("give exactly one TARGET, or --script PATH [-- ARGS] (see `graphstitch ranks --help`)")
+    spec = None if script else target_or_args[0]
+    if spec is not None:
+        from .target import TargetError, check_spec
+        try:
+            check_spec(spec)  # before launching N ranks that would all fail the same way
+        except TargetError as e:
+            fail(str(e))
+    # Options as a dict: this process launches the ranks and compares, it never imports torch.
+    censuses, info = run_ranks(spec, nproc, {"backend": backend, "check_eager": not no_eager_check}, script=script, script_args=target_or_args if script else (),
+                               timeout=timeout, trace_dir=trace_dir)
+    bad = [c.error["message"] for c in censuses.values() if c.error and c.error.get("kind") == "target"]
+    if bad:
+        fail(bad[0])
+    result = compare_ranks(censuses)
+    render_ranks(result)
+    if json_path:
+        doc = dict(result, run={k: v for k, v in info.items() if k != "launcher_log_tail"},
+                   censuses={r: c.to_dict() for r, c in censuses.items()})
+        atomic_write(json_path, _json.dumps(doc, indent=2, default=str))
+    if result["failed"]:
+        first = result["failed"][0]
+        msg = str(first.get("message") or "").strip().splitlines()
+        fail(f"rank {first['rank']} failed ({first.get('kind')}): {msg[0] if msg else ''}"
+             + (f" (launcher log: {info['trace_dir']}/launcher.log)" if info["trace_dir"] else ""), EXIT_TARGET)
+    sys.exit(EXIT_OK if result["symmetric"] else EXIT_FAIL)

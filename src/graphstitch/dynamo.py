@@ -14,6 +14,8 @@ from typing import Any, Callable, Iterator
 import torch
 import torch._dynamo
 
+from .records import COLLECTIVE_NAMESPACES
+
 TRACE_LOGGER = "torch.__trace"  # what TORCH_TRACE writes to (torch/_logging/_internal.py)
 
 
@@ -114,8 +116,18 @@ def graph_ops(gm: torch.fx.GraphModule) -> list[str]:
     for node in gm.graph.nodes:
         if node.op in ("call_function", "call_method", "call_module"):
             t = node.target
-            ops.append(t if isinstance(t, str) else getattr(t, "__name__", None) or str(t))
+            # OpOverloadPacket has _qualified_op_name ("ns::op"); OpOverload has namespace/_opname.
+            qual = getattr(t, "_qualified_op_name", None) or (
+                f"{t.namespace}::{t._opname}" if hasattr(t, "namespace") and hasattr(t, "_opname") else "")
+            ns, _, opname = str(qual).partition("::")
+            if ns in COLLECTIVE_NAMESPACES:
+                # dist.all_reduce traces to torch.ops._c10d_functional.all_reduce + wait_tensor;
+                # keep the namespace so collectives cannot be mistaken for same-named ops.
+                ops.append(f"{ns}.{opname}")
+            else:
+                ops.append(t if isinstance(t, str) else getattr(t, "__name__", None) or str(t))
     return ops
+
 
 
 def quiet_dynamo_warnings() -> None:

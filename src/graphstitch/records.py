@@ -91,6 +91,7 @@ class FrameMetrics:
 @dataclass(slots=True)
 class OutputGraph:
     compile_id: str
+    collectives: list[str] = field(default_factory=list)  # in graph order, "_c10d_functional.all_reduce"
 
 
 @dataclass(slots=True)
@@ -279,9 +280,18 @@ def _parse_metrics(dec: "Decoder", meta: dict, payload):
     ),)
 
 
-@parser("dynamo_output_graph", payload=False)
+# Collective ops live in these op namespaces (dist.all_reduce traces to
+# torch.ops._c10d_functional.all_reduce + wait_tensor on torch 2.13).
+COLLECTIVE_NAMESPACES = ("_c10d_functional", "_c10d_functional_autograd", "c10d", "_dtensor")
+# One node per code line; "# File: ..., code: ..." comment lines quote the source and are skipped.
+_COLLECTIVE_CALL_RE = re.compile(r"^[^#\n]*?torch\.ops\.((?:%s)\.\w+)(?:\.\w+)?\("
+                                 % "|".join(COLLECTIVE_NAMESPACES), re.M)
+
+
+@parser("dynamo_output_graph", payload=True)
 def _parse_output_graph(dec: "Decoder", meta: dict, payload):
-    return (OutputGraph(compile_id_of(meta)),)
+    # The payload is the graph's code: the collectives' order is readable from any trace.
+    return (OutputGraph(compile_id_of(meta), _COLLECTIVE_CALL_RE.findall(payload or "")),)
 
 
 @parser("dynamo_cpp_guards_str", payload=True)

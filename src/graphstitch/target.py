@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .analysis import Census, build_census
-from .records import Decoder, format_record, iter_trace_records
+from .records import Decoder, Record, format_record, iter_trace_records
 
 DEMO = "graphstitch.demo:demo"
 
@@ -43,7 +43,8 @@ class TargetError(Exception):
     """The target spec or factory is wrong (exit 2)."""
 
 
-def load_factory(spec: str) -> Callable:
+def check_spec(spec: str) -> tuple[str, str, Path | None]:
+    """What can be checked without importing the target: (module or file, factory, path)."""
     if ":" not in spec:
         raise TargetError(f"target {spec!r} must be PATH.py:FACTORY or package.module:FACTORY")
     where, _, name = spec.rpartition(":")
@@ -53,6 +54,13 @@ def load_factory(spec: str) -> Callable:
         path = Path(where).expanduser().resolve()
         if not path.is_file():
             raise TargetError(f"target file not found: {where}")
+        return where, name, path
+    return where, name, None
+
+
+def load_factory(spec: str) -> Callable:
+    where, name, path = check_spec(spec)
+    if path is not None:
         modname = path.stem
         # Dynamo re-imports the module while tracing: it must be findable in sys.modules.
         sys.path.insert(0, str(path.parent))
@@ -118,16 +126,35 @@ def census_target(spec: str, opts, sink=None) -> Census:
 
 # ----------------------------------------------------------------------------- worker
 
+def stream_sink(out) -> Callable:
+    """A capture sink writing each record at once (TORCH_TRACE format), so whatever was
+    captured before a crash, hang or kill is on disk."""
+    def sink(rec) -> None:
+        out.write(format_record(rec.meta, rec.payload))
+        out.flush()
+    return sink
+
+
+def census_from_stream(path: str, target: str | None = None) -> Census:
+    """Decode a record file written through :func:`stream_sink` (or a TORCH_TRACE log)."""
+    dec = Decoder()
+    events: list = []
+    if os.path.exists(path):
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for rec in iter_trace_records(f, dec):
+                events.extend(dec.decode(rec))
+    census = build_census(events, target=target)
+    census.trace_stats = {"records": dec.records, "malformed": dec.malformed}
+    return census
+
+
 def _worker(spec: str, opts_json: str, stream: str) -> int:
     from .live import Capture, run_calls
-    from .records import Record
     from .dynamo import quiet_dynamo_warnings
     opts = Options(**json.loads(opts_json))
     quiet_dynamo_warnings()
     with open(stream, "w", encoding="utf-8", buffering=1) as out:
-        def sink(rec: Record) -> None:
-            out.write(format_record(rec.meta, rec.payload))
-            out.flush()
+        sink = stream_sink(out)
         try:
             calls = make_calls(load_factory(spec), spec)
         except TargetError as e:
@@ -169,14 +196,7 @@ def census_subprocess(spec: str, opts, *, timeout: float | None = None) -> tuple
         env = dict(os.environ)
         env.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(tmp, "inductor"))
         rc, died = run_isolated(cmd, env, timeout)
-        dec = Decoder()
-        events: list = []
-        if os.path.exists(stream):
-            with open(stream, encoding="utf-8", errors="replace") as f:
-                for rec in iter_trace_records(f, dec):
-                    events.extend(dec.decode(rec))
-        census = build_census(events, target=spec)
-        census.trace_stats = {"records": dec.records, "malformed": dec.malformed}
+        census = census_from_stream(stream, spec)
         if died is not None and census.error is None:
             census.error = died
         return census, rc
