@@ -121,17 +121,29 @@ def _worker(spec: str, opts_json: str, stream: str) -> int:
             sink(Record({"graphstitch_run": {"error": {"kind": "target", "message": str(e)}}}))
             return 2
         with Capture(sink, target=spec) as cap:
+            if opts.patches and opts.patches.get("wrap"):
+                # A `graphstitch fix` trial: wrap the user's function before compiling.
+                from .fix import install_wrapper
+                try:
+                    cap.note(config={"wrapped": install_wrapper(opts.patches["wrap"], calls)})
+                except Exception as e:  # noqa: BLE001 - a hatch that cannot apply is a result
+                    cap.note(error={"kind": "patch", "type": type(e).__name__, "message": str(e)[:2000]})
+                    return 0
             run_calls(cap, calls, opts)
     return 0
 
 
-def census_subprocess(spec: str, opts, *, timeout: float | None = None) -> tuple[Census, int]:
-    """Run the target in a fresh worker process. Returns (census, worker exit code)."""
+def census_subprocess(spec: str, opts, *, timeout: float | None = None,
+                      pythonpath: str | None = None) -> tuple[Census, int]:
+    """Run the target in a fresh worker process. Returns (census, worker exit code).
+    ``pythonpath`` is prepended to the worker's PYTHONPATH (a patched copy's siblings)."""
     with tempfile.TemporaryDirectory(prefix="graphstitch-") as tmp:
         stream = os.path.join(tmp, "records.log")
         cmd = [sys.executable, "-m", "graphstitch.target", spec, json.dumps(asdict(opts)), stream]
         env = dict(os.environ)
         env.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(tmp, "inductor"))
+        if pythonpath:
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (pythonpath, env.get("PYTHONPATH")) if p)
         proc = subprocess.Popen(cmd, env=env, start_new_session=True)
         died: dict | None = None
         try:
