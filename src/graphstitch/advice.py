@@ -173,7 +173,7 @@ def advice_for(site: Site) -> list[dict]:
     fam = strategy_for(gid, entry)
     out: list[dict] = []
     if book is not None:
-        out.append({"strategy": fam, "summary": f"In {where}: {book['cause']} Try {STRATEGIES[fam]}.",
+        out.append({"strategy": fam, "summary": f"In {where}: {book['cause']} Try: {book['after'].splitlines()[0]}",
                     "detail": book["cause"], "before": book["before"], "after": book["after"],
                     "curated": True})
         for alt in book["more"]:

@@ -66,7 +66,6 @@ def _dynamic(value: str) -> bool | None:
 def census(target, demo, json_path, nested_graph_breaks, backend, dynamic, grad, no_eager_check, timeout, in_process):
     """Compile TARGET, run its calls, and report every graph break and recompile."""
     from .analysis import Census
-    from .report import render_terminal, write_json
 
     if demo == bool(target):
         fail("give exactly one of TARGET or --demo (see `graphstitch census --help`)")
@@ -124,18 +123,20 @@ and nonstrict_trace drop run-time side effects, as inductor does.
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help="Trials in parallel (default: CPU cores).")
 @click.option("--backend", default="aot_eager", show_default=True, help="torch.compile backend for the baseline and every trial.")
 @click.option("--site", "site_filter", default=None, help="Only sites whose 'GBxxxx path:line' contains this text.")
+@click.option("--candidate", "kinds", multiple=True, type=click.Choice(["config", "nonstrict_trace", "leaf_function",
+              "custom_op", "allow_in_graph", "disable"]), help="Only try these kinds of candidate (repeatable).")
 @click.option("--diff", "show_diff", is_flag=True, help="Print a unified diff making the best verified candidate permanent.")
 @click.option("--apply", "do_apply", is_flag=True, help="Write that patch (after re-verifying it on a patched copy); keeps FILE.graphstitch.bak.")
 @click.option("--grad", is_flag=True, help="Run the calls with autograd enabled.")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=600.0, show_default=True,
               help="Kill one census after S seconds.")
-def fix(target, json_path, jobs, backend, site_filter, show_diff, do_apply, grad, timeout):
+def fix(target, json_path, jobs, backend, site_filter, kinds, show_diff, do_apply, grad, timeout):
     """Try fixes for every break in TARGET, verify each, and rank the verified ones."""
     from .fix import apply_best, render_fixes, run_fix
     from .live import Options
 
     opts = Options(backend=backend, grad=grad)
-    c = run_fix(target, opts, jobs=jobs, timeout=timeout,
+    c = run_fix(target, opts, jobs=jobs, timeout=timeout, kinds=set(kinds) or None,
                 only=(lambda s: site_filter in f"{s.gb_id} {s.file}:{s.line}") if site_filter else None)
     if c.error and c.error.get("kind") == "target":
         fail(c.error["message"])

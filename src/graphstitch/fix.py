@@ -268,7 +268,8 @@ def rank(fixes: list[dict]) -> list[dict]:
 
 
 def run_fix(spec: str, opts, *, jobs: int | None = None, timeout: float | None = None,
-            base: Census | None = None, only: Callable[[Site], bool] | None = None) -> Census:
+            base: Census | None = None, only: Callable[[Site], bool] | None = None,
+            kinds: set[str] | None = None) -> Census:
     """Census the target, then one trial census per distinct candidate, in parallel.
     Returns the baseline census with ``advice`` and ``fixes`` filled in."""
     from .advice import advise
@@ -279,13 +280,15 @@ def run_fix(spec: str, opts, *, jobs: int | None = None, timeout: float | None =
     if base is None:
         base, _ = census_subprocess(spec, opts, timeout=timeout)
     for s in base.sites:  # --apply refuses a file that changed after this point
-        if s.file not in hashes and os.path.isfile(s.file):
-            hashes[s.file] = file_hash(s.file)
+        real = os.path.realpath(s.file)
+        if real not in hashes and os.path.isfile(real):
+            hashes[real] = file_hash(real)
     base.checks["source_sha256"] = hashes
     advise(base)
     if base.error:
         return base
-    pairs = [(s, c) for s in base.sites if only is None or only(s) for c in candidates(s)]
+    pairs = [(s, c) for s in base.sites if only is None or only(s) for c in candidates(s)
+             if kinds is None or c.kind in kinds]
     unique = {c.key: c for _, c in pairs}
 
     def trial(c: Candidate) -> Census:
@@ -397,7 +400,7 @@ def _inside_project(path: str, root: str | None = None) -> bool:
 def refuse_reason(path: str, expected_hash: str | None) -> str | None:
     if not _inside_project(path):
         return f"{path} is not under the current project directory (or is an installed package); not editing it"
-    if expected_hash is not None and file_hash(path) != expected_hash:
+    if expected_hash is None or file_hash(path) != expected_hash:
         return f"{path} changed since the census; run `graphstitch fix` again"
     return None
 
@@ -471,7 +474,7 @@ def apply_best(census: Census, spec: str, opts, *, write: bool, timeout: float |
     diff = unified_diff(path, old, new)
     if not write:
         return diff, True
-    why = refuse_reason(path, census.checks.get("source_sha256", {}).get(path))
+    why = refuse_reason(path, census.checks.get("source_sha256", {}).get(os.path.realpath(path)))
     if why:
         return why, False
     try:
@@ -480,7 +483,7 @@ def apply_best(census: Census, spec: str, opts, *, write: bool, timeout: float |
         return str(e), False
     if not check["verified"]:
         return "the patched copy did not verify: " + "; ".join(check["why_not"]), False
-    why = refuse_reason(path, census.checks.get("source_sha256", {}).get(path))
+    why = refuse_reason(path, census.checks.get("source_sha256", {}).get(os.path.realpath(path)))
     if why:
         return why, False
     backup = path + ".graphstitch.bak"

@@ -10,7 +10,7 @@ def gate(h):
 
 def model(x):
     h = x * 2 + 1
-    h = gate(h)
+    h = gate(h)  # CALL
     return h.sin()
 
 

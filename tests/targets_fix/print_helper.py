@@ -10,7 +10,7 @@ def show(h):
 
 def model(x):
     h = x.tanh()
-    h = show(h)
+    h = show(h)  # CALL
     return h + 1
 
 

@@ -11,7 +11,7 @@ def salted(h):
 
 def model(x):
     h = x.sigmoid()
-    h = salted(h)
+    h = salted(h)  # CALL
     return h.tanh()
 
 
