@@ -8,9 +8,11 @@ keyword rules, so a torch upgrade that adds ids still gets advice.
 
 from __future__ import annotations
 
+import os
 import re
+import sysconfig
 
-from .analysis import Census, Site, gb_registry
+from .analysis import Census, Site, gb_registry, is_torch_file
 
 # Strategy families, in the words the advice shows.
 STRATEGIES = {
@@ -164,11 +166,30 @@ PLAYBOOKS: dict[str, dict] = {
 }
 
 
+def _library(path: str) -> bool:
+    real = os.path.realpath(path)
+    roots = {os.path.realpath(sysconfig.get_paths()[k]) for k in ("stdlib", "purelib", "platlib")}
+    return is_torch_file(path) or any(real.startswith(r + os.sep) for r in roots)
+
+
+def _where(site: Site) -> str:
+    """The user's own function and line: a site inside a library (logging, a package) is
+    named by the innermost frame of the user's code that called into it."""
+    here = f"{site.function}() at {os.path.basename(site.file)}:{site.line}"
+    if not _library(site.file):
+        return here
+    mine = [fr for fr in site.stack if not _library(fr.get("file", ""))]
+    if not mine:
+        return here
+    fr = mine[-1]
+    return f"{fr['function']}() at {os.path.basename(fr['file'])}:{fr['line']} (inside {here})"
+
+
 def advice_for(site: Site) -> list[dict]:
     """Advice for one site, the first entry naming the user's own function and line."""
     gid = site.gb_id
     entry = gb_registry().get(gid, {})
-    where = f"{site.function}() at {site.file.rsplit('/', 1)[-1]}:{site.line}"
+    where = _where(site)
     book = PLAYBOOKS.get(gid)
     fam = strategy_for(gid, entry)
     out: list[dict] = []

@@ -17,8 +17,10 @@ import difflib
 import hashlib
 import json
 import os
+import queue
 import re
 import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
@@ -272,9 +274,25 @@ def run_fix(spec: str, opts, *, jobs: int | None = None, timeout: float | None =
             kinds: set[str] | None = None) -> Census:
     """Census the target, then one trial census per distinct candidate, in parallel.
     Returns the baseline census with ``advice`` and ``fixes`` filled in."""
-    from .advice import advise
-    from .target import census_subprocess
+    from .target import spawn_worker
     opts = dataclasses.replace(opts, fresh=True, patches=None)
+    jobs = max(1, jobs or os.cpu_count() or 1)
+    # Trial workers import torch while the baseline runs; each still runs one trial only.
+    warm = queue.SimpleQueue()
+    for _ in range(jobs):
+        warm.put(spawn_worker())
+    try:
+        return _run_fix(spec, opts, jobs, timeout, base, only, kinds, warm)
+    finally:
+        while not warm.empty():
+            p = warm.get()
+            p.stdin.close()  # an idle worker exits on EOF
+            p.wait()
+
+
+def _run_fix(spec, opts, jobs, timeout, base, only, kinds, warm) -> Census:
+    from .advice import advise
+    from .target import census_subprocess, spawn_worker
     tfile = target_file(spec)
     hashes = {tfile: file_hash(tfile)} if tfile and os.path.isfile(tfile) else {}
     if base is None:
@@ -291,9 +309,17 @@ def run_fix(spec: str, opts, *, jobs: int | None = None, timeout: float | None =
              if kinds is None or c.kind in kinds]
     unique = {c.key: c for _, c in pairs}
 
+    left = [len(unique)]
+    lock = threading.Lock()
+
     def trial(c: Candidate) -> Census:
-        return census_subprocess(spec, dataclasses.replace(opts, patches=c.patches), timeout=timeout)[0]
-    with ThreadPoolExecutor(max_workers=max(1, jobs or os.cpu_count() or 1)) as ex:
+        with lock:
+            left[0] -= 1
+            proc = warm.get() if not warm.empty() else spawn_worker()
+            if left[0] >= jobs:
+                warm.put(spawn_worker())  # ready for a later trial
+        return census_subprocess(spec, dataclasses.replace(opts, patches=c.patches), timeout=timeout, proc=proc)[0]
+    with ThreadPoolExecutor(max_workers=jobs) as ex:
         results = dict(zip(unique, ex.map(trial, unique.values())))
     base.fixes = rank([evaluate(s, c, base, results[c.key]) for s, c in pairs])
     return base

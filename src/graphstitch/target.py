@@ -133,18 +133,42 @@ def _worker(spec: str, opts_json: str, stream: str) -> int:
     return 0
 
 
+def spawn_worker() -> subprocess.Popen:
+    """A fresh worker that imports torch now and waits for one job on stdin, so a batch of
+    runs (`graphstitch fix` trials) does not pay the import after the batch starts."""
+    return subprocess.Popen([sys.executable, "-m", "graphstitch.target", "--wait"], stdin=subprocess.PIPE,
+                            text=True, start_new_session=True)
+
+
+def _wait_for_job() -> int:
+    from . import live  # noqa: F401 - the import (torch) is what waiting ahead saves
+    line = sys.stdin.readline()
+    if not line.strip():
+        return 0  # not needed after all
+    spec, opts_json, stream, env = json.loads(line)
+    os.environ.update(env)
+    return _worker(spec, opts_json, stream)
+
+
 def census_subprocess(spec: str, opts, *, timeout: float | None = None,
-                      pythonpath: str | None = None) -> tuple[Census, int]:
+                      pythonpath: str | None = None, proc: subprocess.Popen | None = None) -> tuple[Census, int]:
     """Run the target in a fresh worker process. Returns (census, worker exit code).
-    ``pythonpath`` is prepended to the worker's PYTHONPATH (a patched copy's siblings)."""
+    ``pythonpath`` is prepended to the worker's PYTHONPATH (a patched copy's siblings);
+    ``proc`` is a worker from spawn_worker() to run it in."""
     with tempfile.TemporaryDirectory(prefix="graphstitch-") as tmp:
         stream = os.path.join(tmp, "records.log")
-        cmd = [sys.executable, "-m", "graphstitch.target", spec, json.dumps(asdict(opts)), stream]
+        args = [spec, json.dumps(asdict(opts)), stream]
         env = dict(os.environ)
         env.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(tmp, "inductor"))
         if pythonpath:
             env["PYTHONPATH"] = os.pathsep.join(p for p in (pythonpath, env.get("PYTHONPATH")) if p)
-        proc = subprocess.Popen(cmd, env=env, start_new_session=True)
+        if proc is None:
+            proc = subprocess.Popen([sys.executable, "-m", "graphstitch.target"] + args, env=env,
+                                    start_new_session=True)
+        else:
+            assert proc.stdin is not None
+            proc.stdin.write(json.dumps(args + [{"TORCHINDUCTOR_CACHE_DIR": env["TORCHINDUCTOR_CACHE_DIR"]}]) + "\n")
+            proc.stdin.close()
         died: dict | None = None
         try:
             rc = proc.wait(timeout=timeout)
@@ -172,4 +196,4 @@ def census_subprocess(spec: str, opts, *, timeout: float | None = None,
 
 
 if __name__ == "__main__":  # the worker entry point
-    sys.exit(_worker(*sys.argv[1:4]))
+    sys.exit(_wait_for_job() if sys.argv[1:] == ["--wait"] else _worker(*sys.argv[1:4]))
