@@ -175,3 +175,12 @@ def test_apply_reverifies_writes_and_keeps_a_backup(skipped_copy, monkeypatch):
     assert "@torch._dynamo.nonstrict_trace" in path.read_text()
     after, _ = census_subprocess(f"{path}:factory", Options(backend="aot_eager"))
     assert after.sites == [] and after.graph_count == 1 and after.outputs_match_eager
+
+
+def test_fix_cli_help_and_bad_target(tmp_path):
+    from click.testing import CliRunner
+    from graphstitch.cli import main
+    r = CliRunner().invoke(main, ["fix", "--help"])
+    assert r.exit_code == 0 and "VERIFIED only if its site is gone" in r.output and "Exit codes" in r.output
+    r = CliRunner().invoke(main, ["fix", f"{tmp_path}/missing.py:factory", "-j", "1"])
+    assert r.exit_code == 2 and "must be an existing PATH.py:FACTORY" in r.output

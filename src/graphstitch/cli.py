@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import NoReturn
 
@@ -135,6 +136,9 @@ def fix(target, json_path, jobs, backend, site_filter, kinds, show_diff, do_appl
     from .fix import apply_best, render_fixes, run_fix
     from .live import Options
 
+    where = target.rpartition(":")[0]
+    if ":" not in target or ((where.endswith(".py") or "/" in where) and not os.path.isfile(where)):
+        fail(f"target must be an existing PATH.py:FACTORY or package.module:FACTORY, got {target!r}")
     opts = Options(backend=backend, grad=grad)
     c = run_fix(target, opts, jobs=jobs, timeout=timeout, kinds=set(kinds) or None,
                 only=(lambda s: site_filter in f"{s.gb_id} {s.file}:{s.line}") if site_filter else None)

@@ -195,21 +195,19 @@ def candidates(site: Site) -> list[Candidate]:
 
 def _wrap_targets(site: Site) -> list[dict]:
     """Frames whose function a wrapper may go on: the site's own, plus the innermost frame
-    inside the project when the site is in a library. The outermost stack frame is the
-    compiled entry and is never wrapped."""
+    inside the project when the site is in a library. Only frames below the compiled entry
+    count (its depth is the site's nesting_depth); the entry itself is never wrapped."""
     frames = [fr for fr in site.stack if not is_torch_file(fr.get("file", ""))
-              and fr.get("function") not in ("?", "<module>", "_call_impl", "_wrapped_call_impl")]
-    if site.nesting_depth <= 1 or len(frames) < 2:
+              and fr.get("function") not in ("_call_impl", "_wrapped_call_impl")]
+    inner = frames[len(frames) - site.nesting_depth + 1:] if site.nesting_depth > 1 else []
+    inner = [fr for fr in inner if os.path.isfile(fr.get("file", "")) and fr.get("function") not in ("?", "<module>")]
+    if not inner:
         return []
-    inner = frames[1:]
     out = [inner[-1]]
     if not _inside_project(inner[-1]["file"]):
         mine = [fr for fr in inner if _inside_project(fr["file"])]
         if mine:
             out.append(mine[-1])
-    return out
-
-
     return out
 
 
@@ -284,9 +282,9 @@ def run_fix(spec: str, opts, *, jobs: int | None = None, timeout: float | None =
     try:
         return _run_fix(spec, opts, jobs, timeout, base, only, kinds, warm)
     finally:
-        while not warm.empty():
+        while not warm.empty():  # idle workers hold no job: stop them, don't wait for imports
             p = warm.get()
-            p.stdin.close()  # an idle worker exits on EOF
+            p.kill()
             p.wait()
 
 

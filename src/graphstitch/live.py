@@ -187,20 +187,24 @@ def run_calls(cap: Capture, calls: Sequence[Call], opts: Options) -> None:
 
 @contextlib.contextmanager
 def _effects(out: list[str]) -> Iterator[None]:
-    """Record what the code prints to stdout and logs (records that pass the level)."""
-    orig = logging.Logger.handle
+    """Record what the code prints to stdout and logs. The user's loggers are enabled at
+    every level meanwhile, so a dropped debug call is seen too."""
+    orig, orig_enabled = logging.Logger.handle, logging.Logger.isEnabledFor
+
+    def enabled(self, level):
+        return True if not self.name.startswith("torch") else orig_enabled(self, level)
 
     def handle(self, record):
         if not record.name.startswith("torch"):  # torch's own warnings differ by design
             out.append(f"log {record.name} {record.levelname} {record.getMessage()}")
         return orig(self, record)
     buf = io.StringIO()
-    logging.Logger.handle = handle
+    logging.Logger.handle, logging.Logger.isEnabledFor = handle, enabled
     try:
         with contextlib.redirect_stdout(buf):
             yield
     finally:
-        logging.Logger.handle = orig
+        logging.Logger.handle, logging.Logger.isEnabledFor = orig, orig_enabled
         if buf.getvalue():
             out.append("stdout " + buf.getvalue())
 
