@@ -93,7 +93,8 @@ PLAYBOOKS: dict[str, dict] = {
                  "if h.sum() > 0:\n    h = h.relu()", "h = torch.where(h.sum() > 0, h.relu(), h)\n# or torch.cond(h.sum() > 0, true_fn, false_fn, (h,))",
                  ("move_out",)),
     "GB0059": _p("print_hop", "A builtin Dynamo cannot trace here, most often `print` of a tensor.",
-                 "print('h', h)", "torch._dynamo.config.reorderable_logging_functions = {print}\n# or: torch._higher_order_ops.print('h {}', h)",
+                 "print('h', h)", "torch._higher_order_ops.print('h {}', h)\n# or torch._dynamo.config.reorderable_logging_functions = {print}:\n"
+                 "# on torch 2.13 a print in an inlined helper then never runs (`graphstitch fix` checks)",
                  ("config", "leaf_function")),
     "GB0291": _p("config", "A `logging.Logger` call inside the compiled region.",
                  "log.debug('hidden %s', h.shape)",
@@ -194,7 +195,7 @@ def advice_for(site: Site) -> list[dict]:
     fam = strategy_for(gid, entry)
     out: list[dict] = []
     if book is not None:
-        out.append({"strategy": fam, "summary": f"In {where}: {book['cause']} Try: {book['after'].splitlines()[0]}",
+        out.append({"strategy": fam, "summary": f"In {where}: {book['cause']} Try: {book['after'].splitlines()[0].split('  #')[0].strip()}",
                     "detail": book["cause"], "before": book["before"], "after": book["after"],
                     "curated": True})
         for alt in book["more"]:
