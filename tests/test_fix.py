@@ -82,6 +82,11 @@ def test_item_config_and_opaque_ops_verify_nonstrict_moves_disable_moves():
     best = c.fixes[0]  # ranked: fewest graphs, then least invasive
     assert best["candidate"] == "config capture_scalar_outputs=True"
     assert best["before"]["graphs"] > best["after"]["graphs"] == 1 and best["outputs_match"]
+    # --diff: the config line goes after the target file's imports
+    diff, ok = apply_best(c, f"{TARGETS}/item_helper.py:factory", OPTS, write=False)
+    assert ok and "+torch._dynamo.config.capture_scalar_outputs = True  # graphstitch fix\n" in diff
+    lines = diff.splitlines()
+    assert lines[lines.index(" import torch") + 1] == "+torch._dynamo.config.capture_scalar_outputs = True  # graphstitch fix"
 
 
 @pytest.mark.slow
@@ -163,6 +168,25 @@ def test_diff_then_refusals(skipped_copy, monkeypatch):
 
 
 @pytest.mark.slow
+def test_apply_refuses_when_the_patched_copy_does_not_verify(skipped_copy, monkeypatch):
+    # A stale census: its best candidate claims verified, the patched copy proves otherwise
+    # (disable on salted() moves the break to GB0098 at the call).
+    import copy
+    proj, c = skipped_copy
+    stale = copy.deepcopy(c)
+    stale.fixes[0]["patches"]["wrap"]["how"] = "disable"
+    stale.fixes[0]["kind"] = "disable"
+    path = proj / "skipped_helper.py"
+    before = path.read_text()
+    monkeypatch.chdir(proj)
+    msg, ok = apply_best(stale, "skipped_helper.py:factory", OPTS, write=True)
+    call = marked_line(TARGETS / "skipped_helper.py", "CALL")
+    assert not ok and msg.startswith("the patched copy did not verify: ")
+    assert f"moved, not removed: new site GB0098 skipped_helper.py:{call}" in msg
+    assert path.read_text() == before and not (proj / "skipped_helper.py.graphstitch.bak").exists()
+
+
+@pytest.mark.slow
 def test_apply_reverifies_writes_and_keeps_a_backup(skipped_copy, monkeypatch):
     proj, c = skipped_copy
     path = proj / "skipped_helper.py"
@@ -184,3 +208,4 @@ def test_fix_cli_help_and_bad_target(tmp_path):
     assert r.exit_code == 0 and "VERIFIED only if its site is gone" in r.output and "Exit codes" in r.output
     r = CliRunner().invoke(main, ["fix", f"{tmp_path}/missing.py:factory", "-j", "1"])
     assert r.exit_code == 2 and "must be an existing PATH.py:FACTORY" in r.output
+
