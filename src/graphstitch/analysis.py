@@ -109,6 +109,8 @@ class Census:
     output_mismatch: str | None = None
     error: dict | None = None
     trace_stats: dict = field(default_factory=dict)
+    checks: dict = field(default_factory=dict)   # fix trials: fresh-input outputs, side effects
+    fixes: list[dict] = field(default_factory=list)   # `graphstitch fix` results, per site
 
     @property
     def graph_count(self) -> int:
@@ -148,6 +150,8 @@ class Census:
             "skipped_frames": [asdict(s) for s in self.skipped_frames],
             "frames": [asdict(f) for f in self.frames],
             "trace_stats": self.trace_stats,
+            "checks": self.checks,
+            "fixes": self.fixes,
         }
 
     @classmethod
@@ -162,6 +166,7 @@ class Census:
             calls=d.get("calls", 0), outputs_match_eager=d.get("outputs_match_eager"),
             output_mismatch=d.get("output_mismatch"), error=d.get("error"),
             trace_stats=d.get("trace_stats") or {},
+            checks=d.get("checks") or {}, fixes=list(d.get("fixes") or []),
         )
 
 
@@ -333,6 +338,7 @@ def build_census(events: Iterable, *, target: str | None = None) -> Census:
                 c.outputs_match_eager = d["outputs_match_eager"]
             if d.get("output_mismatch"):
                 c.output_mismatch = d["output_mismatch"]
+            c.checks.update(d.get("checks") or {})
             if d.get("error") and c.error is None:
                 c.error = d["error"]
     if target is not None:

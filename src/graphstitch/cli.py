@@ -139,13 +139,19 @@ def write_ci_reports(censuses, sarif_path, markdown_path, notes=None) -> None:
 @ci_options
 def census(target, demo, json_path, sarif_path, markdown_path, **run_opts):
     """Compile TARGET, run its calls, and report every graph break and recompile."""
-    from .report import render_terminal, write_json
-
     if demo == bool(target):
         fail("give exactly one of TARGET or --demo (see `graphstitch census --help`)")
     spec = "graphstitch.demo:demo" if demo else target
     c = run_target(spec, **run_opts)
-    render_terminal(c)
+    from .advice import advise
+    _show(advise(c), json_path, sarif_path, markdown_path)
+
+
+def _show(c, json_path, sarif_path=None, markdown_path=None, more=()) -> None:
+    """Terminal (plus ``more`` renderers), --json, CI reports, then exit 3 if the target failed."""
+    from .report import render_terminal, write_json
+    for render in (render_terminal, *more):
+        render(c)
     if json_path:
         write_json(c, json_path)
     write_ci_reports([c], sarif_path, markdown_path)
@@ -466,3 +472,51 @@ def ranks(target_or_args, nproc, script, timeout, json_path, trace_dir, backend,
         fail(f"rank {first['rank']} failed ({first.get('kind')}): {msg[0] if msg else ''}"
              + (f" (launcher log: {info['trace_dir']}/launcher.log)" if info["trace_dir"] else ""), EXIT_TARGET)
     sys.exit(EXIT_OK if result["symmetric"] else EXIT_FAIL)
+
+
+FIX_HELP = """\b
+Each candidate is a change applied for one run without editing your source: a
+torch._dynamo.config flag, or an escape hatch wrapped at run time around the function
+that holds the break (nonstrict_trace, leaf_function / custom_op with a fake derived from
+an eager run, allow_in_graph, compiler.disable). Every candidate runs as its own census in
+a fresh process. It is VERIFIED only if its site is gone, no new site (a moved break) and
+no new skipped frame appeared, outputs equal eager on the factory's calls and on a fresh
+random input set of the same shapes/dtypes, and what the code prints/logs per call at run
+time is unchanged. Trials use --backend aot_eager by default: it is where allow_in_graph
+and nonstrict_trace drop run-time side effects, as inductor does.
+"""
+
+
+@main.command(epilog=FIX_HELP + "\n" + TARGET_HELP + "\n" + EXIT_CODES_HELP.replace(
+    "  3  the target", "  1  --apply: nothing verified to apply, refused, or re-verification failed\n  3  the target"))
+@click.argument("target")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the census with advice and fixes[] as JSON.")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help="Trials in parallel (default: CPU cores).")
+@click.option("--backend", default="aot_eager", show_default=True, help="torch.compile backend for the baseline and every trial.")
+@click.option("--site", "site_filter", default=None, help="Only sites whose 'GBxxxx path:line' contains this text.")
+@click.option("--candidate", "kinds", multiple=True, type=click.Choice(["config", "nonstrict_trace", "leaf_function",
+              "custom_op", "allow_in_graph", "disable"]), help="Only try these kinds of candidate (repeatable).")
+@click.option("--diff", "show_diff", is_flag=True, help="Print a unified diff making the best verified candidate permanent.")
+@click.option("--apply", "do_apply", is_flag=True, help="Write that patch (after re-verifying it on a patched copy); keeps FILE.graphstitch.bak.")
+@click.option("--grad", is_flag=True, help="Run the calls with autograd enabled.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=600.0, show_default=True,
+              help="Kill one census after S seconds.")
+def fix(target, json_path, jobs, backend, site_filter, kinds, show_diff, do_apply, grad, timeout):
+    """Try fixes for every break in TARGET, verify each, and rank the verified ones."""
+    from .fix import apply_best, render_fixes, run_fix
+    from .target import Options
+
+    where = target.rpartition(":")[0]
+    if ":" not in target or ((where.endswith(".py") or "/" in where) and not os.path.isfile(where)):
+        fail(f"target must be an existing PATH.py:FACTORY or package.module:FACTORY, got {target!r}")
+    opts = Options(backend=backend, grad=grad)
+    c = run_fix(target, opts, jobs=jobs, timeout=timeout, kinds=set(kinds) or None,
+                only=(lambda s: site_filter in f"{s.gb_id} {s.file}:{s.line}") if site_filter else None)
+    if c.error and c.error.get("kind") == "target":
+        fail(c.error["message"])
+    _show(c, json_path, more=(render_fixes,))
+    if show_diff or do_apply:
+        msg, ok = apply_best(c, target, opts, write=do_apply, timeout=timeout)
+        if not ok:
+            fail(msg, EXIT_FAIL)
+        click.echo(msg)

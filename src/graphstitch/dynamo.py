@@ -143,3 +143,58 @@ def recompile_limit() -> int | None:
         if hasattr(cfg, name):
             return int(getattr(cfg, name))
     return None
+
+
+# ----------------------------------------------------------------------------- fix trials
+
+# Config values that hold functions: JSON carries them as dotted names.
+_FUNCTION_SET_FLAGS = ("reorderable_logging_functions", "ignore_logging_functions")
+
+
+def resolve_object(dotted: str) -> Any:
+    """'builtins.print' / 'logging.Logger.debug' -> the object."""
+    import importlib
+    parts = dotted.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        for p in parts[i:]:
+            obj = getattr(obj, p)
+        return obj
+    raise ImportError(dotted)
+
+
+def resolve_config(patch: dict) -> dict:
+    """A JSON config patch -> torch._dynamo.config.patch kwargs (unknown flags are refused)."""
+    out: dict[str, Any] = {}
+    for k, v in patch.items():
+        if not hasattr(torch._dynamo.config, k):
+            raise RuntimeError(f"this torch has no torch._dynamo.config.{k}")
+        out[k] = {resolve_object(n) for n in v} if k in _FUNCTION_SET_FLAGS else v
+    return out
+
+
+HATCHES = ("nonstrict_trace", "leaf_function", "custom_op", "allow_in_graph", "disable")
+
+
+def hatch(how: str, fn: Callable, fake: Callable | None = None, schema: str | None = None,
+          name: str = "fn") -> Callable:
+    """Wrap ``fn`` in one of torch's escape hatches (what `graphstitch fix` tries)."""
+    if how == "nonstrict_trace":
+        return torch._dynamo.nonstrict_trace(fn)
+    if how == "allow_in_graph":
+        return torch.compiler.allow_in_graph(fn)
+    if how == "disable":
+        return torch.compiler.disable(fn)
+    if how == "leaf_function":
+        from torch._dynamo.decorators import leaf_function
+        wrapped = leaf_function(fn)
+        wrapped.register_fake(fake)
+        return wrapped
+    if how == "custom_op":
+        op = torch.library.custom_op(f"graphstitch::{name}", fn, mutates_args=(), schema=schema)
+        op.register_fake(fake)
+        return op
+    raise ValueError(how)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import io
 import logging
 import traceback
 from typing import Any, Callable, Iterator, Sequence
@@ -176,7 +177,8 @@ def run_calls(cap: Capture, calls: Sequence[Call], opts: Options) -> None:
         backend = counting_backend(cap.sink, inner)
         compiled: dict[int, Callable] = {}
         outputs: list[Any] = []
-        with dynamo.config(nested_graph_breaks=opts.nested_graph_breaks):
+        extra = dynamo.resolve_config((opts.patches or {}).get("config") or {})
+        with dynamo.config(nested_graph_breaks=opts.nested_graph_breaks, **extra):
             for fn, args, kwargs in calls:
                 # One compiled wrapper per distinct callable, so calls share its cache.
                 cfn = compiled.get(id(fn))
@@ -188,6 +190,8 @@ def run_calls(cap: Capture, calls: Sequence[Call], opts: Options) -> None:
                 except Exception as e:  # noqa: BLE001
                     cap.note(error=_error("compiled", e))
                     return
+            if opts.fresh:
+                _fresh_check(cap, calls, compiled)
     if opts.check_eager:
         checked = 0
         for i, (got, want) in enumerate(zip(outputs, expected)):
@@ -202,6 +206,79 @@ def run_calls(cap: Capture, calls: Sequence[Call], opts: Options) -> None:
             cap.note(outputs_match_eager=True)
         else:
             cap.note(output_mismatch="not checked: the inputs could not be copied for an eager reference run")
+
+
+@contextlib.contextmanager
+def _effects(out: list[str]) -> Iterator[None]:
+    """Record what the code prints to stdout and logs. The user's loggers are enabled at
+    every level meanwhile, so a dropped debug call is seen too."""
+    orig, orig_enabled = logging.Logger.handle, logging.Logger.isEnabledFor
+
+    def enabled(self, level):
+        return True if not self.name.startswith("torch") else orig_enabled(self, level)
+
+    def handle(self, record):
+        if not record.name.startswith("torch"):  # torch's own warnings differ by design
+            out.append(f"log {record.name} {record.levelname} {record.getMessage()}")
+        return orig(self, record)
+    buf = io.StringIO()
+    logging.Logger.handle, logging.Logger.isEnabledFor = handle, enabled
+    try:
+        with contextlib.redirect_stdout(buf):
+            yield
+    finally:
+        logging.Logger.handle, logging.Logger.isEnabledFor = orig, orig_enabled
+        if buf.getvalue():
+            out.append("stdout " + buf.getvalue())
+
+
+def _fresh(x: Any, gen: torch.Generator) -> Any:
+    """Same structure, shapes and dtypes, new random values (ints stay in the seen range)."""
+    if isinstance(x, torch.Tensor):
+        if x.dtype.is_floating_point or x.dtype.is_complex:
+            return torch.randn(x.shape, generator=gen, dtype=x.dtype).to(x.device)
+        if x.dtype == torch.bool:
+            return (torch.rand(x.shape, generator=gen) > 0.5).to(x.device)
+        if x.numel() == 0:
+            return x.clone()
+        lo, hi = int(x.min()), int(x.max())
+        return torch.randint(lo, hi + 1, x.shape, generator=gen, dtype=x.dtype).to(x.device)
+    if isinstance(x, (list, tuple)) and not hasattr(x, "_fields"):
+        return type(x)(_fresh(v, gen) for v in x)
+    if isinstance(x, dict):
+        return {k: _fresh(v, gen) for k, v in x.items()}
+    return x
+
+
+def _fresh_check(cap: Capture, calls: Sequence[Call], compiled: dict[int, Callable]) -> None:
+    """Run a fresh random input set eagerly and through the (warm) compiled functions:
+    outputs must match, and each call must print/log the same at run time. Compile-time
+    runs on fake tensors (allow_in_graph, nonstrict_trace) are not run-time effects."""
+    gen = torch.Generator().manual_seed(1234)
+    fresh = [(fn, _fresh(a, gen), _fresh(k, gen)) for fn, a, k in calls]
+    checks: dict[str, Any] = {"fresh_outputs_match": True, "side_effects_kept": True}
+    for i, (fn, args, kwargs) in enumerate(fresh):
+        eff_e: list[str] = []
+        eff_c: list[str] = []
+        try:
+            torch.manual_seed(0)
+            with _effects(eff_e):
+                want = _clone(fn(*args, **kwargs))
+            torch.manual_seed(0)
+            with _effects(eff_c):
+                got = compiled[id(fn)](*args, **kwargs)
+        except Exception as e:  # noqa: BLE001
+            checks["fresh_error"] = f"{type(e).__name__}: {str(e).strip()[:300]}"
+            checks["fresh_outputs_match"] = False
+            break
+        ok, why = outputs_equal(got, want)
+        if not ok and checks["fresh_outputs_match"]:
+            checks["fresh_outputs_match"] = False
+            checks["fresh_mismatch"] = f"fresh call {i}: {why}"
+        if eff_e != eff_c and checks["side_effects_kept"]:
+            checks["side_effects_kept"] = False
+            checks["side_effects"] = {"call": i, "eager": eff_e[:5], "compiled": eff_c[:5]}
+    cap.note(checks=checks)
 
 
 def census_calls(fn: Callable | None, calls: Sequence, *, backend: str = "counting",

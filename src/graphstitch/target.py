@@ -33,10 +33,17 @@ class Options:
     dynamic: bool | None = None
     grad: bool = False
     check_eager: bool = True
+    # `graphstitch fix` trials: also check a fresh random input set and side effects
+    # (``fresh``), and run under ``patches`` = {"config": {...}, "wrap": {...}} (see fix.py).
+    fresh: bool = False
+    patches: dict | None = None
 
     def as_config(self) -> dict:
-        return {"backend": self.backend, "nested_graph_breaks": self.nested_graph_breaks,
-                "dynamic": self.dynamic, "grad": self.grad}
+        cfg = {"backend": self.backend, "nested_graph_breaks": self.nested_graph_breaks,
+               "dynamic": self.dynamic, "grad": self.grad}
+        if self.patches:
+            cfg["patches"] = self.patches
+        return cfg
 
 
 class TargetError(Exception):
@@ -161,17 +168,29 @@ def _worker(spec: str, opts_json: str, stream: str) -> int:
             sink(Record({"graphstitch_run": {"error": {"kind": "target", "message": str(e)}}}))
             return 2
         with Capture(sink, target=spec) as cap:
+            if opts.patches and opts.patches.get("wrap"):
+                # A `graphstitch fix` trial: wrap the user's function before compiling.
+                from .fix import install_wrapper
+                try:
+                    cap.note(config={"wrapped": install_wrapper(opts.patches["wrap"], calls)})
+                except Exception as e:  # noqa: BLE001 - a hatch that cannot apply is a result
+                    cap.note(error={"kind": "patch", "type": type(e).__name__, "message": str(e)[:2000]})
+                    return 0
             run_calls(cap, calls, opts)
     return 0
 
 
 def run_isolated(cmd: list[str], env: dict, timeout: float | None, stdout: Any = None) -> tuple[int, dict | None]:
-    """Run a worker in its own session; kill its whole group on timeout.
+    """Run a worker in its own session; kill its whole group on timeout (see wait_isolated)."""
+    return wait_isolated(subprocess.Popen(cmd, env=env, start_new_session=True, stdout=stdout), timeout)
+
+
+def wait_isolated(proc: subprocess.Popen, timeout: float | None) -> tuple[int, dict | None]:
+    """Wait for a worker started in its own session; kill its whole group on timeout.
 
     Returns (exit code, None) or (exit code, {"kind": "timeout"|"crash", "message"}) when it
     timed out, died from a signal or exited with a code other than 0 or 2.
     """
-    proc = subprocess.Popen(cmd, env=env, start_new_session=True, stdout=stdout)
     died: dict | None = None
     try:
         rc = proc.wait(timeout=timeout)
@@ -188,14 +207,43 @@ def run_isolated(cmd: list[str], env: dict, timeout: float | None, stdout: Any =
     return rc, died
 
 
-def census_subprocess(spec: str, opts, *, timeout: float | None = None) -> tuple[Census, int]:
-    """Run the target in a fresh worker process. Returns (census, worker exit code)."""
+def spawn_worker() -> subprocess.Popen:
+    """A fresh worker that imports torch now and waits for one job on stdin, so a batch of
+    runs (`graphstitch fix` trials) does not pay the import after the batch starts."""
+    return subprocess.Popen([sys.executable, "-m", "graphstitch.target", "--wait"], stdin=subprocess.PIPE,
+                            text=True, start_new_session=True)
+
+
+def _wait_for_job() -> int:
+    from . import live  # noqa: F401 - the import (torch) is what waiting ahead saves
+    line = sys.stdin.readline()
+    if not line.strip():
+        return 0  # not needed after all
+    spec, opts_json, stream, env = json.loads(line)
+    os.environ.update(env)
+    return _worker(spec, opts_json, stream)
+
+
+def census_subprocess(spec: str, opts, *, timeout: float | None = None,
+                      pythonpath: str | None = None, proc: subprocess.Popen | None = None) -> tuple[Census, int]:
+    """Run the target in a fresh worker process. Returns (census, worker exit code).
+    ``pythonpath`` is prepended to the worker's PYTHONPATH (a patched copy's siblings);
+    ``proc`` is a worker from spawn_worker() to run it in."""
     with tempfile.TemporaryDirectory(prefix="graphstitch-") as tmp:
         stream = os.path.join(tmp, "records.log")
-        cmd = [sys.executable, "-m", "graphstitch.target", spec, json.dumps(asdict(opts)), stream]
+        args = [spec, json.dumps(asdict(opts)), stream]
         env = dict(os.environ)
         env.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(tmp, "inductor"))
-        rc, died = run_isolated(cmd, env, timeout)
+        if pythonpath:
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (pythonpath, env.get("PYTHONPATH")) if p)
+        if proc is None:
+            proc = subprocess.Popen([sys.executable, "-m", "graphstitch.target"] + args, env=env,
+                                    start_new_session=True)
+        else:
+            assert proc.stdin is not None
+            proc.stdin.write(json.dumps(args + [{"TORCHINDUCTOR_CACHE_DIR": env["TORCHINDUCTOR_CACHE_DIR"]}]) + "\n")
+            proc.stdin.close()
+        rc, died = wait_isolated(proc, timeout)
         census = census_from_stream(stream, spec)
         if died is not None and census.error is None:
             census.error = died
@@ -203,4 +251,4 @@ def census_subprocess(spec: str, opts, *, timeout: float | None = None) -> tuple
 
 
 if __name__ == "__main__":  # the worker entry point
-    sys.exit(_worker(*sys.argv[1:4]))
+    sys.exit(_wait_for_job() if sys.argv[1:] == ["--wait"] else _worker(*sys.argv[1:4]))

@@ -1,0 +1,222 @@
+"""Advice for every break site: a strategy family for every GB id, curated playbooks for
+the common ones.
+
+No torch import: advice reads the Census and the registry JSON only. The strategy of an id
+without a playbook is derived from its registry text (Gb_type, Explanation, Hints) by
+keyword rules, so a torch upgrade that adds ids still gets advice.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sysconfig
+
+from .analysis import Census, Site, gb_registry, is_torch_file
+
+# Strategy families, in the words the advice shows.
+STRATEGIES = {
+    "rewrite": "rewrite the code",
+    "config": "a torch._dynamo.config flag",
+    "nonstrict_trace": "torch._dynamo.nonstrict_trace",
+    "leaf_function": "torch._dynamo.decorators.leaf_function + register_fake",
+    "custom_op": "torch.library.custom_op + register_fake",
+    "allow_in_graph": "torch.compiler.allow_in_graph",
+    "move_out": "move it out of the compiled region (torch.compiler.disable, or split the function)",
+    "shapes": "shapes: torch._dynamo.mark_dynamic / torch.compile(dynamic=...)",
+    "print_hop": "torch._higher_order_ops.print instead of print",
+    "functional_collectives": "functional collectives (torch.distributed._functional_collectives)",
+    "none": "no escape hatch applies",
+}
+
+# Keyword rules on the registry text, first match wins. Order matters: specific flags
+# named in the hints before broad words like "data dependent".
+_RULES: list[tuple[str, str]] = [
+    (r"capture_scalar_outputs|capture_dynamic_output_shape_ops|reorderable_logging_functions|"
+     r"ignore_logging_functions|trace_autograd_ops|logging\.logger|trace_numpy", "config"),
+    (r"\bprint\b", "print_hop"),
+    (r"distributed|collective|process ?group|p2p|dtensor|device ?mesh", "functional_collectives"),
+    (r"torch\.compiler\.disable|disable\(\)d", "move_out"),
+    (r"symbolic shape|dynamic shape|mark_dynamic|recompil|specializ|guard on", "shapes"),
+    (r"nonstrict_trace", "rewrite"),
+    (r"marked as skipped|skipfiles|c extension|third.party|numpy|pybind", "custom_op"),
+    (r"data.dependent|generic_jump|jump", "rewrite"),
+    (r"does not know how to trace|unsupported function call|unsupported method call|builtin|"
+     r"inline", "nonstrict_trace"),
+    (r"hook|backward|autograd|requires_grad|side effect", "move_out"),
+    (r"dynamo bug|internal|unexpected|should not happen|fundamental|export", "none"),
+]
+
+
+def _registry_text(entry: dict) -> str:
+    hints = " ".join(entry.get("Hints") or [])
+    return f"{entry.get('Gb_type', '')} {entry.get('Explanation', '')} {hints}".lower()
+
+
+def strategy_for(gb_id: str, entry: dict | None = None) -> str:
+    """The strategy family of a GB id: the playbook's if curated, else from its text."""
+    if gb_id in PLAYBOOKS:
+        return PLAYBOOKS[gb_id]["strategy"]
+    text = _registry_text(entry if entry is not None else gb_registry().get(gb_id, {}))
+    for pattern, family in _RULES:
+        if re.search(pattern, text):
+            return family
+    return "rewrite"
+
+
+def _p(strategy: str, cause: str, before: str, after: str, more: tuple[str, ...] = ()) -> dict:
+    return {"strategy": strategy, "cause": cause, "before": before, "after": after, "more": list(more)}
+
+
+# Curated playbooks for the ids real models break on most (ids checked against torch 2.13's
+# graph_break_registry.json).
+PLAYBOOKS: dict[str, dict] = {
+    "GB0124": _p("config", "`.item()` turns a tensor into a Python number; by default Dynamo stops the graph there.",
+                 "scale = h.abs().mean().item()\nreturn h / scale",
+                 "torch._dynamo.config.capture_scalar_outputs = True   # or keep it a tensor:\nscale = h.abs().mean()\nreturn h / scale",
+                 ("custom_op", "move_out")),
+    "GB7000": _p("rewrite", "A graph break inside a for/while loop makes Dynamo give up on the whole function: it runs fully eager.",
+                 "for blk in self.blocks:\n    h = blk(h)\n    print(h.norm())",
+                 "for blk in self.blocks:\n    h = blk(h)\n# log after the loop, or fix the inner break (see the root GB id)",
+                 ("nonstrict_trace", "move_out")),
+    "GB0036": _p("config", "An op whose output shape depends on tensor values (`nonzero`, boolean mask, `unique`).",
+                 "idx = x.nonzero()\ny = x[x > 0]",
+                 "torch._dynamo.config.capture_dynamic_output_shape_ops = True\n# or keep shapes static:\ny = torch.where(x > 0, x, 0)",
+                 ("rewrite",)),
+    "GB0033": _p("config", "An op returns a Python value computed from tensor data (`tolist`, `item` on int tensors).",
+                 "sizes = lengths.tolist()", "torch._dynamo.config.capture_scalar_outputs = True\n# or keep `lengths` a tensor",
+                 ("rewrite",)),
+    "GB4347": _p("rewrite", "Dynamo cannot call next() on this kind of object (an iterator type it has no model for).",
+                 "it = iter(my_custom_iterable)\nx = next(it)", "items = list(my_custom_iterable)   # outside the compiled function\nx = items[0]",
+                 ("nonstrict_trace",)),
+    "GB0170": _p("rewrite", "`if` on a tensor value: the branch taken depends on data, so one graph cannot hold both paths.",
+                 "if h.sum() > 0:\n    h = h.relu()", "h = torch.where(h.sum() > 0, h.relu(), h)\n# or torch.cond(h.sum() > 0, true_fn, false_fn, (h,))",
+                 ("move_out",)),
+    "GB0059": _p("print_hop", "A builtin Dynamo cannot trace here, most often `print` of a tensor.",
+                 "print('h', h)", "torch._higher_order_ops.print('h {}', h)\n# or torch._dynamo.config.reorderable_logging_functions = {print}:\n"
+                 "# on torch 2.13 a print in an inlined helper then never runs (`graphstitch fix` checks)",
+                 ("config", "leaf_function")),
+    "GB0291": _p("config", "A `logging.Logger` call inside the compiled region.",
+                 "log.debug('hidden %s', h.shape)",
+                 "@torch._dynamo.decorators.leaf_function  # runs eagerly, once per call\ndef log_hidden(h): log.debug('hidden %s', h.shape); return (h,)\n# ignore_logging_functions drops the message entirely",
+                 ("leaf_function", "move_out")),
+    "GB0007": _p("custom_op", "The call goes to a function Dynamo refuses to trace (C extension, I/O, a skipped library).",
+                 "y = my_ext.fused(x)",
+                 "@torch.library.custom_op('mylib::fused', mutates_args=())\ndef fused(x: torch.Tensor) -> torch.Tensor: return my_ext.fused(x)\n@fused.register_fake\ndef _(x): return torch.empty_like(x)",
+                 ("leaf_function", "allow_in_graph", "move_out")),
+    "GB0008": _p("custom_op", "Dynamo was told not to inline this function (skipped module or function).",
+                 "y = skipped_helper(x)", "wrap skipped_helper in torch.library.custom_op with a register_fake",
+                 ("nonstrict_trace", "move_out")),
+    "GB0025": _p("rewrite", "An explicit `torch._dynamo.graph_break()` in the code.",
+                 "torch._dynamo.graph_break()", "# delete the call if it is no longer needed", ()),
+    "GB0206": _p("move_out", "Setting `requires_grad` on a tensor inside the compiled region.",
+                 "w.requires_grad = True\nloss = f(w)", "w.requires_grad_(True)   # before calling the compiled function\nloss = compiled_f(w)", ()),
+    "GB0125": _p("move_out", "`requires_grad_()` inside the compiled region.",
+                 "x.requires_grad_()", "x.requires_grad_()  # before the compiled call", ()),
+    "GB0225": _p("rewrite", "Creating a tensor with `requires_grad=True` inside the compiled region.",
+                 "w = torch.zeros(3, requires_grad=True)", "# create parameters outside; pass them in or register them on the module", ()),
+    "GB9186": _p("config", "`torch.autograd.grad` inside the compiled region with trace_autograd_ops off.",
+                 "g, = torch.autograd.grad(loss, x)", "torch._dynamo.config.trace_autograd_ops = True\n# or compute the grad outside the compiled function",
+                 ("move_out",)),
+    "GB0123": _p("config", "`Tensor.backward()` inside the compiled region with trace_autograd_ops off.",
+                 "loss.backward()", "loss = compiled_forward(x)\nloss.backward()   # outside",
+                 ("move_out",)),
+    "GB0142": _p("move_out", "A context manager Dynamo has no model for (custom `with` block, timers, profilers).",
+                 "with Timer():\n    y = model(x)", "y = model(x)   # keep the context manager outside the compiled function",
+                 ("nonstrict_trace",)),
+    "GB0262": _p("move_out", "A contextlib API Dynamo cannot trace.",
+                 "with contextlib.ExitStack() as s: ...", "# enter the context outside the compiled function", ()),
+    "GB0274": _p("rewrite", "A context manager object is used in a way Dynamo cannot rebuild after a break.",
+                 "cm = ctx(); with cm: ...", "with ctx():  # create and enter in one statement, no break inside", ()),
+    "GB0147": _p("nonstrict_trace", "A call to a function Dynamo does not know how to trace.",
+                 "y = opaque(x)", "y = torch._dynamo.nonstrict_trace(opaque)(x)",
+                 ("custom_op", "move_out")),
+    "GB0156": _p("nonstrict_trace", "A method Dynamo does not know how to trace on this object.",
+                 "y = obj.method(x)", "@torch._dynamo.nonstrict_trace\ndef call_method(obj, x): return obj.method(x)", ("custom_op",)),
+    "GB0148": _p("nonstrict_trace", "Dynamo decided (after looking at the callee) that the call must break.",
+                 "y = helper(x)", "@torch._dynamo.nonstrict_trace\ndef helper(x): ...", ("move_out",)),
+    "GB0098": _p("move_out", "The call goes to a `torch.compiler.disable`d function: a break by design.",
+                 "y = disabled_helper(x)", "# remove torch.compiler.disable if the body is traceable now", ("rewrite",)),
+    "GB0099": _p("move_out", "Inlining a `torch.compiler.disable`d function: a break by design.",
+                 "y = disabled_helper(x)", "# remove torch.compiler.disable if the body is traceable now", ("rewrite",)),
+    "GB0109": _p("rewrite", "`tolist()` on a float tensor.",
+                 "vals = x.tolist()", "# keep it a tensor, or call tolist() outside the compiled function", ("move_out",)),
+    "GB0179": _p("move_out", "`copy.deepcopy` inside the compiled region.",
+                 "state = copy.deepcopy(self.state)", "state = {k: v.clone() for k, v in self.state.items()}", ("rewrite",)),
+    "GB0105": _p("config", "`Tensor.numpy()` with trace_numpy disabled.",
+                 "a = x.numpy()", "torch._dynamo.config.trace_numpy = True\n# or stay in torch ops", ("rewrite",)),
+    "GB0003": _p("rewrite", "A generator function was compiled directly.",
+                 "torch.compile(gen_fn)", "compile the function the generator calls, not the generator", ()),
+    "GB0251": _p("rewrite", "A `nonstrict_trace` function returned a type Dynamo cannot pass out (the hatch moved the break).",
+                 "@nonstrict_trace\ndef f(x): return SomeObject(x)", "return tensors / ints / lists from nonstrict_trace functions", ()),
+    "GB0175": _p("rewrite", "`isinstance` on an object whose type Dynamo cannot determine.",
+                 "if isinstance(obj, Foo): ...", "# decide the type outside the compiled function", ()),
+    "GB0171": _p("rewrite", "`assert` with a non-string message.",
+                 "assert x.dim() == 2, x.shape", "assert x.dim() == 2, 'x must be 2-d'", ()),
+    "GB0188": _p("rewrite", "Attribute access on an nn.Module created inside the compiled region.",
+                 "m = nn.Linear(3, 3); m.weight", "create modules in __init__, not in forward", ()),
+    "GB0029": _p("move_out", "Registering a hook on an intermediate tensor needs compiled autograd.",
+                 "h.register_hook(fn)", "# register hooks on parameters/inputs outside, or enable compiled autograd", ()),
+    "GB0172": _p("functional_collectives", "A distributed collective with `async_op=True`.",
+                 "work = dist.all_reduce(t, async_op=True); work.wait()",
+                 "import torch.distributed._functional_collectives as funcol\nt = funcol.all_reduce(t, 'sum', group)", ()),
+    "GB0072": _p("rewrite", "An in-place view op on an input tensor.",
+                 "x.unsqueeze_(0)", "x = x.unsqueeze(0)", ()),
+    "GB0000": _p("rewrite", "Every `__torch_function__` override returned NotImplemented (a TypeError in user code).",
+                 "class T(torch.Tensor): __torch_function__ = ...", "fix the override so the eager call works", ()),
+}
+
+
+def _library(path: str) -> bool:
+    real = os.path.realpath(path)
+    roots = {os.path.realpath(sysconfig.get_paths()[k]) for k in ("stdlib", "purelib", "platlib")}
+    return is_torch_file(path) or any(real.startswith(r + os.sep) for r in roots)
+
+
+def _where(site: Site) -> str:
+    """The user's own function and line: a site inside a library (logging, a package) is
+    named by the innermost frame of the user's code that called into it."""
+    here = f"{site.function}() at {os.path.basename(site.file)}:{site.line}"
+    if not _library(site.file):
+        return here
+    mine = [fr for fr in site.stack if not _library(fr.get("file", ""))]
+    if not mine:
+        return here
+    fr = mine[-1]
+    return f"{fr['function']}() at {os.path.basename(fr['file'])}:{fr['line']} (inside {here})"
+
+
+def advice_for(site: Site) -> list[dict]:
+    """Advice for one site, the first entry naming the user's own function and line."""
+    gid = site.gb_id
+    entry = gb_registry().get(gid, {})
+    where = _where(site)
+    book = PLAYBOOKS.get(gid)
+    fam = strategy_for(gid, entry)
+    out: list[dict] = []
+    if book is not None:
+        out.append({"strategy": fam, "summary": f"In {where}: {book['cause']} Try: {book['after'].splitlines()[0].split('  #')[0].strip()}",
+                    "detail": book["cause"], "before": book["before"], "after": book["after"],
+                    "curated": True})
+        for alt in book["more"]:
+            out.append({"strategy": alt, "summary": f"Alternative for {where}: {STRATEGIES[alt]}.",
+                        "detail": STRATEGIES[alt], "curated": True})
+    else:
+        text = site.explanation or entry.get("Explanation", "") or site.gb_type
+        hints = site.hints or list(entry.get("Hints") or [])
+        out.append({"strategy": fam,
+                    "summary": f"In {where}: {site.gb_type or entry.get('Gb_type', gid)}. Try {STRATEGIES[fam]}.",
+                    "detail": " ".join([text] + hints).strip(), "curated": False})
+    if site.frame_skipped and gid != "GB7000":
+        out.insert(0, {"strategy": "rewrite",
+                       "summary": f"In {where}: this break is inside a loop, so the whole frame ran eager; "
+                                  "fixing it (or moving it out of the loop) matters most.",
+                       "detail": PLAYBOOKS["GB7000"]["cause"], "curated": True})
+    return out
+
+
+def advise(census: Census) -> Census:
+    """Fill ``Site.advice`` for every site (terminal and JSON show it)."""
+    for s in census.sites:
+        s.advice = advice_for(s)
+    return census
