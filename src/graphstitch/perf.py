@@ -420,7 +420,7 @@ def run_perf(spec: str, *, backend: str = "inductor", regional: bool = False, bl
     Raises TargetError when the target cannot be loaded. ``progress(step)`` is called before
     each step.
     """
-    from .live import Options
+    from .target import Options
     from .target import census_subprocess
     step = progress or (lambda _s: None)
     base = {"spec": spec, "backend": backend, "block": block, "repeats": repeats, "warmup": warmup,
