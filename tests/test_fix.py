@@ -123,7 +123,7 @@ def test_hatch_that_changes_outputs_is_rejected():
     (f,) = c.fixes
     assert f["site"] == site("GB0059", "print_state", "PRINT")
     assert f["site_gone"] and not f["verified"] and not f["outputs_match"]
-    assert f["why_not"] == ["outputs differ from eager: call 0: Tensor-likes are not close!"]
+    assert f["why_not"] == ["outputs differ from eager: call 0: out: Tensor-likes are not close!"]
 
 
 # ----------------------------------------------------------------------------- patches
