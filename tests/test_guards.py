@@ -86,7 +86,7 @@ def test_usage_errors(tmp_path, args, msg):
 
 @pytest.mark.slow
 def test_guard_text_normalized_across_processes():
-    from graphstitch.live import Options
+    from graphstitch.target import Options
     from graphstitch.target import census_subprocess
     a, _ = census_subprocess(f"{TARGETS}:make_counter", Options(check_eager=False))
     b, _ = census_subprocess(f"{TARGETS}:make_counter", Options(check_eager=False))

@@ -221,6 +221,15 @@ def is_torch_file(path: str) -> bool:
     return bool(_TORCH_PATH_RE.search(path))
 
 
+_HARNESS = {os.path.join(os.path.dirname(os.path.abspath(__file__)), f) for f in ("live.py", "target.py")}
+
+
+def user_stack(tb: list[StackFrame]) -> list[StackFrame]:
+    """The traceback without graphstitch's own harness frames and what called them."""
+    cut = max((i for i, fr in enumerate(tb) if fr.file in _HARNESS), default=-1)
+    return tb[cut + 1:]
+
+
 def original_name(function: str) -> str:
     m = _RESUME_RE.match(function)
     return m.group(1) if m else function
@@ -318,7 +327,8 @@ def build_census(events: Iterable, *, target: str | None = None) -> Census:
                 c.calls = d["calls"]
             if "outputs_match_eager" in d:
                 c.outputs_match_eager = d["outputs_match_eager"]
-                c.output_mismatch = d.get("output_mismatch")
+            if d.get("output_mismatch"):
+                c.output_mismatch = d["output_mismatch"]
             if d.get("error") and c.error is None:
                 c.error = d["error"]
     if target is not None:
@@ -342,6 +352,7 @@ def build_census(events: Iterable, *, target: str | None = None) -> Census:
     failed = {cid for cid, m in metrics.items() if m.fail_type}
     sites: dict[tuple, Site] = {}
     for r in reports:
+        r.traceback = user_stack(r.traceback)
         user = [fr for fr in r.traceback if not is_torch_file(fr.file)]
         if user:
             at = user[-1]

@@ -88,8 +88,8 @@ def ci_options(f):
 
 
 def make_options(*, nested_graph_breaks, backend, dynamic, grad, no_eager_check):
-    """live.Options from the values of compile_options."""
-    from .live import Options
+    """target.Options from the values of compile_options."""
+    from .target import Options
     return Options(backend=backend, nested_graph_breaks=nested_graph_breaks, dynamic=_dynamic(dynamic),
                    grad=grad, check_eager=not no_eager_check)
 

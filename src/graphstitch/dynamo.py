@@ -33,9 +33,10 @@ def trace_handler(handler: logging.Handler) -> Iterator[None]:
     nothing outside a capture.
     """
     log = logging.getLogger(TRACE_LOGGER)
-    old_level = log.level
+    old_level, old_propagate = log.level, log.propagate
     log.setLevel(logging.DEBUG)
-    # pytest's log capture attaches its handlers to this logger too: during a capture they
+    log.propagate = False  # records are for us, not for the application's root handlers
+    # pytest's log capture attaches its handlers to this logger itself: during a capture they
     # would format and keep every trace payload. Set aside all but torch's own (TORCH_TRACE).
     foreign = [h for h in log.handlers if not type(h).__module__.startswith("torch.")]
     for h in foreign:
@@ -48,6 +49,7 @@ def trace_handler(handler: logging.Handler) -> Iterator[None]:
         for h in foreign:
             log.addHandler(h)
         log.setLevel(old_level)
+        log.propagate = old_propagate
 
 
 def intern_table() -> dict[int, str]:

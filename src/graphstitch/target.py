@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import tempfile
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -24,6 +24,19 @@ from .analysis import Census, build_census
 from .records import Decoder, format_record, iter_trace_records
 
 DEMO = "graphstitch.demo:demo"
+
+
+@dataclass
+class Options:
+    backend: str = "counting"
+    nested_graph_breaks: bool = False
+    dynamic: bool | None = None
+    grad: bool = False
+    check_eager: bool = True
+
+    def as_config(self) -> dict:
+        return {"backend": self.backend, "nested_graph_breaks": self.nested_graph_breaks,
+                "dynamic": self.dynamic, "grad": self.grad}
 
 
 class TargetError(Exception):
@@ -106,7 +119,7 @@ def census_target(spec: str, opts, sink=None) -> Census:
 # ----------------------------------------------------------------------------- worker
 
 def _worker(spec: str, opts_json: str, stream: str) -> int:
-    from .live import Capture, Options, run_calls
+    from .live import Capture, run_calls
     from .records import Record
     from .dynamo import quiet_dynamo_warnings
     opts = Options(**json.loads(opts_json))

@@ -1,0 +1,6 @@
+import torch
+import graphstitch_no_such_module  # noqa: F401
+
+
+def target():
+    return torch.sin, (torch.randn(2),), {}
