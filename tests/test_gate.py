@@ -164,3 +164,17 @@ def test_recompile_cause_ratchet(proj, monkeypatch):
     monkeypatch.setenv("GS_RC", "1")
     r = run()
     assert r.exit_code == 1 and "new recompile cause (1x): tensor 'x' size mismatch at index 0" in r.output
+
+
+def test_new_skipped_frame_fails(tmp_path, monkeypatch):
+    shutil.copy(TARGET_SRC.parent / "gt_loop.py", tmp_path / "gt_loop.py")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("GS_LOOP", raising=False)
+    run = lambda *a: CliRunner().invoke(main, ["check", "gt_loop.py:factory", "--baseline", "l.json", "--in-process", *a])  # noqa: E731
+    assert run("--update").exit_code == 0
+    monkeypatch.setenv("GS_LOOP", "1")
+    r = run()
+    assert r.exit_code == 1, r.output
+    assert "new skipped frame (runs eager): looped at gt_loop.py:" in r.output
+    line = marked_line(tmp_path / "gt_loop.py", "LOOP")
+    assert f"new break site GB0059 at gt_loop.py:{line} in looped" in r.output
