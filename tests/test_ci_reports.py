@@ -70,3 +70,4 @@ def test_clean_census_is_valid_empty_sarif(proj):
     doc = json.loads((proj / "s.sarif").read_text())
     jsonschema.Draft4Validator(SCHEMA).validate(doc)
     assert doc["runs"][0]["results"] == [] and doc["runs"][0]["tool"]["driver"]["rules"] == []
+    assert (proj / "summary.md").read_text() == "earlier step\n"   # no --markdown: summary untouched

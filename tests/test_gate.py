@@ -143,3 +143,38 @@ def test_failing_target_exits_3_and_writes_nothing(proj):
     assert not (proj / "base.json").exists()
     r = CliRunner().invoke(main, ["check", "nope.py:factory", "--max-breaks", "0", "--in-process"])
     assert r.exit_code == 2 and "target file not found" in r.stderr
+
+
+def test_recompile_cause_ratchet(proj, monkeypatch):
+    # Baseline with two batch sizes (one recompile cause), then a single call: the cause is
+    # gone (passes); back to two sizes after --update: a new cause fails.
+    (proj / "rc.py").write_text(
+        "import os\nimport torch\n\ndef f(x):\n    return x * 2\n\n"
+        "def factory():\n    sizes = [2, 3] if os.environ.get('GS_RC') else [2]\n"
+        "    return [(f, (torch.randn(b, 3),), {}) for b in sizes]\n")
+    monkeypatch.setenv("GS_RC", "1")
+    run = lambda *a: CliRunner().invoke(main, ["check", "rc.py:factory", "--baseline", "rc.json", "--in-process", *a])  # noqa: E731
+    assert run("--update").exit_code == 0
+    assert json.loads((proj / "rc.json").read_text())["targets"]["rc.py:factory"]["recompiles"] == [
+        {"reason": "tensor 'x' size mismatch at index 0", "count": 1}]
+    monkeypatch.delenv("GS_RC")
+    r = run()
+    assert r.exit_code == 0 and "recompile cause gone: tensor 'x' size mismatch at index 0" in r.output
+    assert run("--update").exit_code == 0
+    monkeypatch.setenv("GS_RC", "1")
+    r = run()
+    assert r.exit_code == 1 and "new recompile cause (1x): tensor 'x' size mismatch at index 0" in r.output
+
+
+def test_new_skipped_frame_fails(tmp_path, monkeypatch):
+    shutil.copy(TARGET_SRC.parent / "gt_loop.py", tmp_path / "gt_loop.py")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("GS_LOOP", raising=False)
+    run = lambda *a: CliRunner().invoke(main, ["check", "gt_loop.py:factory", "--baseline", "l.json", "--in-process", *a])  # noqa: E731
+    assert run("--update").exit_code == 0
+    monkeypatch.setenv("GS_LOOP", "1")
+    r = run()
+    assert r.exit_code == 1, r.output
+    assert "new skipped frame (runs eager): looped at gt_loop.py:" in r.output
+    line = marked_line(tmp_path / "gt_loop.py", "LOOP")
+    assert f"new break site GB0059 at gt_loop.py:{line} in looped" in r.output

@@ -86,7 +86,7 @@ def test_usage_errors(tmp_path, args, msg):
 
 @pytest.mark.slow
 def test_guard_text_normalized_across_processes():
-    from graphstitch.live import Options
+    from graphstitch.target import Options
     from graphstitch.target import census_subprocess
     a, _ = census_subprocess(f"{TARGETS}:make_counter", Options(check_eager=False))
     b, _ = census_subprocess(f"{TARGETS}:make_counter", Options(check_eager=False))
@@ -95,3 +95,13 @@ def test_guard_text_normalized_across_processes():
     assert normalize_guards(raw_a) == normalize_guards(raw_b)
     assert not any("0x" in line or "# " in line for line in normalize_guards(raw_a))
     assert [fe.compile_ids for fe in cache_entries(a)] == [["0/0"]]
+
+
+def test_factory_of_closures_gets_isolate_recompiles_advice(tmp_path):
+    r, d = guards(tmp_path, "make_closures", "--repeat", "2")
+    assert r.exit_code == 1, r.output
+    assert d["shared_code"] == ["scaled"]
+    assert "isolate_recompiles=True" in d["shared_code_advice"]
+    [cause] = d["recompiles"]
+    assert cause["reason"] == "scale == <value>"
+    assert f"gd_targets.py:{marked_line(TARGETS, 'SCALED')} in scaled" in cause["examples"][0]

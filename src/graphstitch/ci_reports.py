@@ -159,10 +159,9 @@ def markdown(censuses: list[Census], notes: dict[str, list[str]] | None = None) 
     return "\n".join(out).rstrip() + "\n"
 
 
-def write_markdown(censuses: list[Census], path: str | None, notes: dict[str, list[str]] | None = None) -> None:
+def write_markdown(censuses: list[Census], path: str, notes: dict[str, list[str]] | None = None) -> None:
     text = markdown(censuses, notes)
-    if path:
-        atomic_write(path, text)
+    atomic_write(path, text)
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary:
         # GitHub collects every step's lines from this file: append, never replace.

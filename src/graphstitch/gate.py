@@ -174,12 +174,14 @@ def compare(target: str, c: Census, base: dict | None, *, base_torch: str | None
         for e in base["skipped_frames"]:
             if skipped_key(e) not in new_sk:
                 v.improvements.append(f"frame no longer skipped: {e['function']} at {_where(e)}")
-        old_rc = {e.get("reason") for e in base["recompiles"]}
+        old_rc = {e.get("reason"): e.get("count", 0) for e in base["recompiles"]}
         new_rc = {e["reason"] for e in now["recompiles"]}
         for e in now["recompiles"]:
             if e["reason"] not in old_rc:
                 v.regressions.append(f"new recompile cause ({e['count']}x): {e['reason']}")
-        for r in sorted(old_rc - new_rc, key=str):
+            elif e["count"] < old_rc[e["reason"]]:
+                v.improvements.append(f"fewer recompiles ({old_rc[e['reason']]} -> {e['count']}): {e['reason']}")
+        for r in sorted(set(old_rc) - new_rc, key=str):
             v.improvements.append(f"recompile cause gone: {r}")
     for name, value, limit in (("break sites", len(c.sites), (budgets or {}).get("max_breaks")),
                                ("graphs", c.graph_count, (budgets or {}).get("max_graphs")),

@@ -170,6 +170,23 @@ def vary_calls(call: tuple, name: str | None, dim: int, sizes: list[int] | None)
     return out, name, sizes
 
 
+def shared_code(calls: list[tuple]) -> list[str]:
+    """Functions reached through several distinct objects built from one code object (a
+    factory of closures or modules): they share one Dynamo cache, so each one's guards
+    evict or recompile the others'."""
+    seen: dict[Any, set[int]] = {}
+    for fn, _, _ in calls:
+        code = getattr(getattr(fn, "forward", fn), "__code__", None)
+        if code is not None:
+            seen.setdefault(code, set()).add(id(fn))
+    return sorted({code.co_name for code, ids in seen.items() if len(ids) > 1})
+
+
+SHARED_CODE_ADVICE = ("{names} is called through {what} built from one code object, which share one compile "
+                      "cache: compile each with torch.compile(fn, isolate_recompiles=True), or make it once and "
+                      "pass what differs as arguments.")
+
+
 def run(spec: str, opts, *, repeat: int | None = None, vary: str | None = None,
         sizes: list[int] | None = None, recompile_limit: int | None = None) -> tuple[Census, dict]:
     """Census of the target's calls repeated or varied, in this process. Raises TargetError
@@ -180,6 +197,7 @@ def run(spec: str, opts, *, repeat: int | None = None, vary: str | None = None,
     calls = make_calls(load_factory(spec), spec)
     info: dict = {"mode": "repeat" if repeat else "vary",
                   "recompile_limit": recompile_limit if recompile_limit is not None else dynamo.recompile_limit()}
+    info["shared_code"] = shared_code(calls)
     if repeat:
         calls = calls * repeat
         info["repeat"] = repeat
@@ -223,9 +241,13 @@ def judge(c: Census, info: dict) -> Stability:
     return st
 
 
+def _shared_advice(info: dict) -> str:
+    return SHARED_CODE_ADVICE.format(names=", ".join(info["shared_code"]), what="several objects")
+
+
 def to_dict(c: Census, info: dict, st: Stability) -> dict:
     from dataclasses import asdict
-    return {**info, "target": c.target, "torch_version": c.torch_version, "ok": st.ok,
+    return {**info, "shared_code_advice": _shared_advice(info) if c.recompiles and info["shared_code"] else None, "target": c.target, "torch_version": c.torch_version, "ok": st.ok,
             "generalized": st.generalized, "recompile_limit_hit": st.limit_hits, "problems": st.problems,
             "recompiles": [{**asdict(r), "advice": advice_for(r.reason)} for r in c.recompiles],
             "cache_entries": [asdict(fe) for fe in cache_entries(c)], "error": c.error}
@@ -240,6 +262,8 @@ def render(c: Census, info: dict, st: Stability, console, full: bool = False) ->
         console.print(f"[bold]recompile cause[/] ({r.count}x, {escape(', '.join(r.frames))}): {escape(r.reason)}")
         for a in advice_for(r.reason):
             console.print(f"  [magenta]Advice:[/] {escape(a)}")
+    if c.recompiles and info.get("shared_code"):
+        console.print(f"[magenta]Advice:[/] {escape(_shared_advice(info))}")
     if info["mode"] == "vary":
         console.print("automatic dynamic shapes generalized after one recompile: "
                       + ("[green]yes[/]" if st.generalized else "[dim]no recompile[/]" if not c.recompiles

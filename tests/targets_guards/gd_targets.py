@@ -33,3 +33,14 @@ def reduce_rows(x, scale):
 
 def make_reduce():
     return (reduce_rows, (torch.randn(4, 3), torch.ones(3)), {})
+
+
+def make_scaler(scale):
+    def scaled(x):
+        return x * scale  # SCALED
+    return scaled
+
+
+def make_closures():
+    """A factory of closures: one code object, two function objects, one shared cache."""
+    return [(make_scaler(s), (torch.randn(3),), {}) for s in (2, 3)]
