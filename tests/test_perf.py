@@ -181,3 +181,13 @@ def test_perf_inductor_regional(tmp_path):
     assert d["regional"]["census"]["recompile_count"] == 0
     # A cold inductor compile writes its cache; the warm process reads it back.
     assert d["whole"]["compile_warm_s"] < d["whole"]["compile_cold_s"]
+
+
+def test_perf_target_that_fails_eagerly_exits_3_and_keeps_the_json(tmp_path):
+    out = tmp_path / "perf.json"
+    r = run_cli("perf", f"{MODELS}:fails_eagerly", "--backend", "eager", "--json", str(out))
+    assert r.returncode == 3 and "eager run failed (eager): boom" in r.stderr and "Traceback" not in r.stderr
+    d = json.loads(out.read_text())
+    assert d["eager"]["error"]["type"] == "ValueError" and d["whole"] is None and d["regional"] is None
+    assert d["eager"]["error"]["where"] == f"{MODELS}:{marked_line(MODELS, 'PERF_FAIL')}"
+    assert d["census"]["error"]["kind"] == "eager"

@@ -436,27 +436,29 @@ def run_perf(spec: str, *, backend: str = "inductor", regional: bool = False, bl
         if c.error and c.error.get("kind") == "target":
             raise TargetError(c.error["message"])
         census = census_summary(c)
-        step("whole: cold compile" + ("" if regional else " + latency"))
-        whole_cold = _run_worker(dict(base, mode="whole", latency=not regional), os.path.join(tmp, "whole"), timeout)
-        step("whole: warm compile")
-        whole_warm = _run_worker(dict(base, mode="whole"), os.path.join(tmp, "whole"), timeout)
-        whole = _variant(whole_cold, whole_warm, census)
+        whole: dict = {}
         reg = None
-        if regional:
-            step("regional: cold compile + latency (eager, whole, regional alternating)")
-            reg_cold = _run_worker(dict(base, mode="regional", latency=True, census=True),
-                                   os.path.join(tmp, "regional"), timeout)
-            if (reg_cold.get("error") or {}).get("kind") == "target":
-                raise TargetError(reg_cold["error"]["message"])
-            step("regional: warm compile")
-            reg_warm = _run_worker(dict(base, mode="regional"), os.path.join(tmp, "regional"), timeout)
-            reg = _variant(reg_cold, reg_warm, reg_cold.get("census"))
-            # The latency run of a --regional perf: eager, whole and regional in one process.
-            whole.update(latency=reg_cold.get("whole_latency"), eager_latency=reg_cold.get("eager_latency"),
-                         speedup_vs_eager=reg_cold.get("whole_speedup_vs_eager"),
-                         latency_stable=reg_cold.get("latency_stable"))
-            if reg_cold.get("whole_outputs_match_eager") is False and not whole.get("output_mismatch"):
-                whole.update(outputs_match_eager=False, output_mismatch=reg_cold.get("whole_output_mismatch"))
+        if not eager.get("error"):  # a target that fails eagerly has nothing to compare with
+            step("whole: cold compile" + ("" if regional else " + latency"))
+            whole_cold = _run_worker(dict(base, mode="whole", latency=not regional), os.path.join(tmp, "whole"), timeout)
+            step("whole: warm compile")
+            whole_warm = _run_worker(dict(base, mode="whole"), os.path.join(tmp, "whole"), timeout)
+            whole = _variant(whole_cold, whole_warm, census)
+            if regional:
+                step("regional: cold compile + latency (eager, whole, regional alternating)")
+                reg_cold = _run_worker(dict(base, mode="regional", latency=True, census=True),
+                                       os.path.join(tmp, "regional"), timeout)
+                if (reg_cold.get("error") or {}).get("kind") == "target":
+                    raise TargetError(reg_cold["error"]["message"])
+                step("regional: warm compile")
+                reg_warm = _run_worker(dict(base, mode="regional"), os.path.join(tmp, "regional"), timeout)
+                reg = _variant(reg_cold, reg_warm, reg_cold.get("census"))
+                # The latency run of a --regional perf: eager, whole and regional in one process.
+                whole.update(latency=reg_cold.get("whole_latency"), eager_latency=reg_cold.get("eager_latency"),
+                             speedup_vs_eager=reg_cold.get("whole_speedup_vs_eager"),
+                             latency_stable=reg_cold.get("latency_stable"))
+                if reg_cold.get("whole_outputs_match_eager") is False and not whole.get("output_mismatch"):
+                    whole.update(outputs_match_eager=False, output_mismatch=reg_cold.get("whole_output_mismatch"))
     # Eager latency: the eager side of the one latency run (same process as the compiled sides).
     eager_latency = whole.get("eager_latency")
     result: dict[str, Any] = {
@@ -468,7 +470,7 @@ def run_perf(spec: str, *, backend: str = "inductor", regional: bool = False, bl
         "census": census, "census_backend": "counting",
         "eager": {"first_call_s": eager.get("first_call_s"), "latency": eager_latency,
                   "peak_memory_mb": eager.get("peak_memory_mb"), "error": eager.get("error")},
-        "whole": whole, "regional": reg,
+        "whole": whole or None, "regional": reg,
         "ratios": {"whole_speedup_vs_eager": whole.get("speedup_vs_eager"),
                    "regional_speedup_vs_eager": (reg or {}).get("speedup_vs_eager"),
                    "regional_vs_whole_latency": _ratio((whole.get("latency") or {}).get("median_s"),

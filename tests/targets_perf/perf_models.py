@@ -46,3 +46,9 @@ def breaky_stack():
 
 def plain_function():
     return (lambda x: x + 1), (torch.ones(2),), {}
+
+
+def fails_eagerly():
+    def f(x):
+        raise ValueError("boom")    # PERF_FAIL
+    return f, (torch.ones(2),), {}
