@@ -289,6 +289,13 @@ def _parse_guards(dec: "Decoder", meta: dict, payload):
     return (Guards(compile_id_of(meta), payload or ""),)
 
 
+@parser("artifact:torch_version", payload=True)
+def _parse_torch_version(dec: "Decoder", meta: dict, payload):
+    # Written once per TORCH_TRACE file; lets a trace census say which torch produced it.
+    value = json.loads(payload or "{}")
+    return (RunInfo({"torch_version": str(value["pytorch_version"])}),) if isinstance(value, dict) and value.get("pytorch_version") else ()
+
+
 @parser("graphstitch_graph", payload=False)
 def _parse_backend_graph(dec: "Decoder", meta: dict, payload):
     g = meta["graphstitch_graph"]

@@ -105,6 +105,14 @@ def census_target(spec: str, opts, sink=None) -> Census:
 
 # ----------------------------------------------------------------------------- worker
 
+def _stream_sink(out) -> Callable:
+    """A capture sink writing each record to OUT as it happens (flushed: a crash keeps it)."""
+    def sink(rec) -> None:
+        out.write(format_record(rec.meta, rec.payload))
+        out.flush()
+    return sink
+
+
 def _worker(spec: str, opts_json: str, stream: str) -> int:
     from .live import Capture, Options, run_calls
     from .records import Record
@@ -112,9 +120,7 @@ def _worker(spec: str, opts_json: str, stream: str) -> int:
     opts = Options(**json.loads(opts_json))
     quiet_dynamo_warnings()
     with open(stream, "w", encoding="utf-8", buffering=1) as out:
-        def sink(rec: Record) -> None:
-            out.write(format_record(rec.meta, rec.payload))
-            out.flush()
+        sink = _stream_sink(out)
         try:
             calls = make_calls(load_factory(spec), spec)
         except TargetError as e:
@@ -125,14 +131,53 @@ def _worker(spec: str, opts_json: str, stream: str) -> int:
     return 0
 
 
-def census_subprocess(spec: str, opts, *, timeout: float | None = None) -> tuple[Census, int]:
-    """Run the target in a fresh worker process. Returns (census, worker exit code)."""
+def _exit_code(e: SystemExit) -> int:
+    # What the interpreter does with SystemExit's argument.
+    if e.code is None:
+        return 0
+    if isinstance(e.code, int):
+        return e.code
+    print(e.code, file=sys.stderr)
+    return 1
+
+
+def _script_worker(script: str, stream: str, *argv: str) -> int:
+    """Run SCRIPT as __main__ with its own argv under capture; its compiles use its own
+    backend, so graphs come from the dynamo_output_graph records. Returns its exit code."""
+    import runpy
+    import traceback
+    from .live import Capture, _error
+    path = os.path.abspath(script)
+    sys.argv = [script, *argv]
+    sys.path[0] = os.path.dirname(path)  # as `python script.py` would have it
+    code = 0
+    with open(stream, "w", encoding="utf-8", buffering=1) as out:
+        with Capture(_stream_sink(out), reset=False, target=script) as cap:
+            try:
+                runpy.run_path(path, run_name="__main__")
+            except SystemExit as e:
+                code = _exit_code(e)
+                if code:
+                    cap.note(error={"kind": "exit", "message": f"script exited with code {code}", "code": code})
+            except BaseException as e:  # noqa: BLE001 - KeyboardInterrupt too: report, then exit like Python
+                traceback.print_exc()
+                cap.note(error=_error("script", e))
+                code = 130 if isinstance(e, KeyboardInterrupt) else 1
+    return code
+
+
+def _census_of_child(args: list[str], target: str, *, timeout: float | None,
+                     ok_codes: tuple[int, ...] | None, session: bool = True) -> tuple[Census, int]:
+    """Run ``python -m graphstitch.target MODE STREAM ARGS...`` and build the census from the
+    records it streamed, whatever happened to it. An exit code outside OK_CODES (None: any)
+    is recorded as a crash. SESSION: own process group (killable as a whole on timeout);
+    a user script keeps ours, so Ctrl-C and the terminal reach it as usual."""
     with tempfile.TemporaryDirectory(prefix="graphstitch-") as tmp:
         stream = os.path.join(tmp, "records.log")
-        cmd = [sys.executable, "-m", "graphstitch.target", spec, json.dumps(asdict(opts)), stream]
+        cmd = [sys.executable, "-m", "graphstitch.target", *args[:1], stream, *args[1:]]
         env = dict(os.environ)
         env.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(tmp, "inductor"))
-        proc = subprocess.Popen(cmd, env=env, start_new_session=True)
+        proc = subprocess.Popen(cmd, env=env, start_new_session=session)
         died: dict | None = None
         try:
             rc = proc.wait(timeout=timeout)
@@ -141,10 +186,14 @@ def census_subprocess(spec: str, opts, *, timeout: float | None = None) -> tuple
             proc.wait()
             rc = -signal.SIGKILL
             died = {"kind": "timeout", "message": f"target did not finish within {timeout:g} s (killed)"}
+        except KeyboardInterrupt:
+            if session:
+                os.killpg(proc.pid, signal.SIGINT)
+            rc = proc.wait()
         if rc < 0 and died is None:
             sig = signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else str(-rc)
             died = {"kind": "crash", "message": f"target process died with signal {sig}"}
-        elif rc not in (0, 2) and died is None:
+        elif ok_codes is not None and rc not in ok_codes and died is None:
             died = {"kind": "crash", "message": f"target process exited with code {rc}"}
         dec = Decoder()
         events: list = []
@@ -152,12 +201,26 @@ def census_subprocess(spec: str, opts, *, timeout: float | None = None) -> tuple
             with open(stream, encoding="utf-8", errors="replace") as f:
                 for rec in iter_trace_records(f, dec):
                     events.extend(dec.decode(rec))
-        census = build_census(events, target=spec)
+        census = build_census(events, target=target)
         census.trace_stats = {"records": dec.records, "malformed": dec.malformed}
         if died is not None and census.error is None:
             census.error = died
         return census, rc
 
 
-if __name__ == "__main__":  # the worker entry point
-    sys.exit(_worker(*sys.argv[1:4]))
+def census_subprocess(spec: str, opts, *, timeout: float | None = None) -> tuple[Census, int]:
+    """Run the target in a fresh worker process. Returns (census, worker exit code)."""
+    return _census_of_child(["--target", spec, json.dumps(asdict(opts))], spec, timeout=timeout, ok_codes=(0, 2))
+
+
+def census_script(script: str, argv: list[str]) -> tuple[Census, int]:
+    """Run a user script as __main__ in a fresh process (stdout/stderr pass through).
+    Returns (census, the script's exit code; negative: killed by that signal)."""
+    return _census_of_child(["--script", script, *argv], script, timeout=None, ok_codes=None, session=False)
+
+
+if __name__ == "__main__":  # the worker entry point: MODE STREAM ARGS...
+    _mode, _stream, *_rest = sys.argv[1:]
+    if _mode == "--script":
+        sys.exit(_script_worker(_rest[0], _stream, *_rest[1:]))
+    sys.exit(_worker(_rest[0], _rest[1], _stream))
