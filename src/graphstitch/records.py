@@ -329,7 +329,7 @@ class Decoder:
 
     def decode(self, rec: Record) -> list[DecodedEvent]:
         self.records += 1
-        if "rank" in rec.meta:
+        if isinstance(rec.meta.get("rank"), int):  # traces are untrusted: anything may be there
             self.ranks.add(rec.meta["rank"])
         p = PARSERS.get(dispatch_key(rec.meta) or "")
         if p is None:
