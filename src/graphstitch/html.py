@@ -78,6 +78,10 @@ def _timeline(c: Census) -> list[dict]:
     return items
 
 
+def _clip(text: str, n: int = 44) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
 def _svg_width(text: str) -> int:
     return 7 * len(text) + 12
 
@@ -89,6 +93,7 @@ def _context(c: Census, rank) -> dict:
     timeline = _timeline(c)
     x = 0
     for it in timeline:
+        it["label"] = _clip(it["label"])
         it["w"] = max(_svg_width(it["label"]), 60)
         it["x"] = x
         x += it["w"] + 4
