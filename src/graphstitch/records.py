@@ -351,10 +351,33 @@ def format_record(meta: dict, payload: str | None) -> str:
     return line + "\n"
 
 
-def iter_trace_records(lines: Iterable[str], dec: Decoder) -> Iterator[Record]:
-    """Stream records out of TORCH_TRACE text; payloads no parser wants are skipped unjoined.
+_ARTIFACT_HEAD = '{"artifact": {"name": "'
 
-    Malformed header lines are counted on ``dec.malformed`` and skipped.
+
+def _unwanted(raw: str, at: int) -> bool:
+    """True when the header at RAW[AT:] is surely of a kind no parser wants, judged from its
+    first key without decoding the JSON (trace_structured writes the kind key first; any
+    other layout is decoded in full)."""
+    if not raw.startswith('{"', at):
+        return False
+    end = raw.find('"', at + 2)
+    key = raw[at + 2:end] if end > 0 else ""
+    if not key or "\\" in key or key in CONTEXT_KEYS:
+        return False
+    if key == "artifact":
+        if not raw.startswith(_ARTIFACT_HEAD, at):
+            return False
+        end = raw.find('"', at + len(_ARTIFACT_HEAD))
+        name = raw[at + len(_ARTIFACT_HEAD):end] if end > 0 else ""
+        return bool(name) and "\\" not in name and f"artifact:{name}" not in PARSERS
+    return key not in PARSERS
+
+
+def iter_trace_records(lines: Iterable[str], dec: Decoder) -> Iterator[Record]:
+    """Stream records out of TORCH_TRACE text; payloads no parser wants are skipped unjoined,
+    and headers of kinds no parser wants are counted on ``dec.records`` but not decoded.
+
+    Malformed header lines (of wanted kinds) are counted on ``dec.malformed`` and skipped.
     """
     meta: dict | None = None
     want = False
@@ -370,6 +393,9 @@ def iter_trace_records(lines: Iterable[str], dec: Decoder) -> Iterator[Record]:
         if not raw.strip():
             continue
         i = raw.find("] {")
+        if i >= 0 and _unwanted(raw, i + 2):
+            dec.records += 1  # most records (chromium events, tensor descriptions): no json.loads
+            continue
         try:
             m = json.loads(raw[i + 2:]) if i >= 0 else None
         except ValueError:
