@@ -104,8 +104,8 @@ def test_cli_census_html(tmp_path):
 def _browser():
     if CHROMIUM is None:
         pytest.skip("Debian's chromium is not installed (apt-get install chromium; .ci/run installs it)")
-    from playwright.sync_api import sync_playwright
-    pw = sync_playwright().start()
+    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (the test extra has it)")
+    pw = sync_api.sync_playwright().start()
     b = pw.chromium.launch(executable_path=CHROMIUM, args=[
         "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
         "--disable-component-update", "--disable-sync"])

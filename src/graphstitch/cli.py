@@ -203,5 +203,9 @@ def run(json_path, html_path, script, args):
     console = Console(highlight=False)
     console.print()
     render_terminal(c, console)
+    if not c.frames:
+        console.print("[dim]Nothing was compiled in the script's own process. Compiles in processes it "
+                      "starts (mp.spawn, torchrun) are not seen here: run it with TORCH_TRACE=DIR and "
+                      "then `graphstitch trace DIR`.[/]")
     _write_outputs(c, json_path, html_path)
     sys.exit(128 - rc if rc < 0 else rc)
