@@ -219,6 +219,7 @@ _RESUME_RE = re.compile(r"^torch_dynamo_resume_in_(.+)_at_\d+$")
 _NN_DISPATCH = {"_call_impl", "_wrapped_call_impl"}
 
 
+@functools.lru_cache(maxsize=8192)  # realpath per stack frame dominated trace reading
 def is_torch_file(path: str) -> bool:
     """True for a frame inside torch's own package, which is never the attributed site."""
     root = _torch_root()

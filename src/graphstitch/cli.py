@@ -83,6 +83,8 @@ def target_options(f):
 
 
 def ci_options(f):
+    f = click.option("--html", "html_path", type=click.Path(dir_okay=False),
+                     help="Write a self-contained HTML report (opens from disk, no network).")(f)
     f = click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False),
                      help="Write a Markdown summary (for PR comments); also appended to $GITHUB_STEP_SUMMARY when set.")(f)
     return click.option("--sarif", "sarif_path", type=click.Path(dir_okay=False),
@@ -137,23 +139,22 @@ def write_ci_reports(censuses, sarif_path, markdown_path, notes=None) -> None:
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Also write the census as JSON (schema in README).")
 @target_options
 @ci_options
-def census(target, demo, json_path, sarif_path, markdown_path, **run_opts):
+def census(target, demo, json_path, sarif_path, markdown_path, html_path, **run_opts):
     """Compile TARGET, run its calls, and report every graph break and recompile."""
     if demo == bool(target):
         fail("give exactly one of TARGET or --demo (see `graphstitch census --help`)")
     spec = "graphstitch.demo:demo" if demo else target
     c = run_target(spec, **run_opts)
     from .advice import advise
-    _show(advise(c), json_path, sarif_path, markdown_path)
+    _show(advise(c), json_path, sarif_path, markdown_path, html_path)
 
 
-def _show(c, json_path, sarif_path=None, markdown_path=None, more=()) -> None:
-    """Terminal (plus ``more`` renderers), --json, CI reports, then exit 3 if the target failed."""
-    from .report import render_terminal, write_json
+def _show(c, json_path, sarif_path=None, markdown_path=None, html_path=None, more=()) -> None:
+    """Terminal (plus ``more`` renderers), --json/--html, CI reports, then exit 3 if the target failed."""
+    from .report import render_terminal
     for render in (render_terminal, *more):
         render(c)
-    if json_path:
-        write_json(c, json_path)
+    _write_outputs(c, json_path, html_path)
     write_ci_reports([c], sarif_path, markdown_path)
     if c.error:
         fail(target_failure(c), EXIT_TARGET)
@@ -182,7 +183,8 @@ Exit codes:
 @click.option("--max-recompiles", type=click.IntRange(min=0), default=None, help="Budget: at most N recompiles per target.")
 @target_options
 @ci_options
-def check(targets, baseline_path, update, max_breaks, max_graphs, max_recompiles, sarif_path, markdown_path, **run_opts):
+def check(targets, baseline_path, update, max_breaks, max_graphs, max_recompiles, sarif_path, markdown_path,
+          html_path, **run_opts):
     """Fail when TARGETs got worse than the baseline or over budget (a CI gate).
 
     Sites are matched on GB id + function + the text of the source line, so an edit above a
@@ -223,7 +225,9 @@ def check(targets, baseline_path, update, max_breaks, max_graphs, max_recompiles
         censuses.append(c)
         if c.error:
             write_ci_reports(censuses, sarif_path, markdown_path)
+            _write_outputs(c, None, html_path, ranks=dict(zip(targets, censuses)))
             fail(f"{spec}: {target_failure(c)}", EXIT_TARGET)
+    _write_outputs(censuses[0], None, html_path, ranks=dict(zip(targets, censuses)))
 
     out = Console(highlight=False, emoji=False)
     if update:
@@ -501,7 +505,8 @@ and nonstrict_trace drop run-time side effects, as inductor does.
 @click.option("--grad", is_flag=True, help="Run the calls with autograd enabled.")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=600.0, show_default=True,
               help="Kill one census after S seconds.")
-def fix(target, json_path, jobs, backend, site_filter, kinds, show_diff, do_apply, grad, timeout):
+@click.option("--html", "html_path", type=click.Path(dir_okay=False), help="Also write a self-contained HTML report (sites with their verified fixes).")
+def fix(target, json_path, jobs, backend, site_filter, kinds, show_diff, do_apply, grad, timeout, html_path):
     """Try fixes for every break in TARGET, verify each, and rank the verified ones."""
     from .fix import apply_best, render_fixes, run_fix
     from .target import Options
@@ -514,9 +519,136 @@ def fix(target, json_path, jobs, backend, site_filter, kinds, show_diff, do_appl
                 only=(lambda s: site_filter in f"{s.gb_id} {s.file}:{s.line}") if site_filter else None)
     if c.error and c.error.get("kind") == "target":
         fail(c.error["message"])
-    _show(c, json_path, more=(render_fixes,))
+    _show(c, json_path, html_path=html_path, more=(render_fixes,))
     if show_diff or do_apply:
         msg, ok = apply_best(c, target, opts, write=do_apply, timeout=timeout)
         if not ok:
             fail(msg, EXIT_FAIL)
         click.echo(msg)
+
+
+# ----------------------------------------------------------------------------- trace / run
+
+def _write_outputs(c, json_path: str | None, html_path: str | None, *, ranks: dict | None = None,
+                   symmetry: dict | None = None) -> None:
+    """--json / --html for one census, or for {rank or target: census} (JSON: {"ranks": {...}},
+    plus "symmetry" from ranks.compare_ranks when given)."""
+    from .report import atomic_write, write_json
+    if json_path:
+        if ranks and len(ranks) > 1:
+            import json
+            doc: dict = {"ranks": {str(r): x.to_dict() for r, x in ranks.items()}}
+            if symmetry is not None:
+                doc["symmetry"] = symmetry
+            atomic_write(json_path, json.dumps(doc, indent=2, default=str) + "\n")
+        else:
+            write_json(c, json_path)
+    if html_path:
+        from .html import write_html
+        write_html(ranks if ranks and len(ranks) > 1 else c, html_path, symmetry=symmetry)
+
+
+TRACE_EXIT_HELP = """\b
+Exit codes:
+  0  the trace was read (with or without graph breaks); several ranks: they are symmetric
+  1  several ranks, and they diverge (as `graphstitch ranks` reports it)
+  2  PATH missing, holds no TORCH_TRACE logs, or no record could be read
+"""
+
+
+@main.command(epilog=TRACE_EXIT_HELP)
+@click.argument("path", type=click.Path())
+@click.option("--rank", type=int, default=None, help="Multi-rank logs: show this rank in the terminal (default: the lowest).")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Also write the census as JSON; several ranks give {\"ranks\": {RANK: census}}.")
+@click.option("--html", "html_path", type=click.Path(dir_okay=False), help="Also write a self-contained HTML report (a rank selector for several ranks).")
+def trace(path, rank, json_path, html_path):
+    """Census of a TORCH_TRACE log: a file, a directory of them, or a multi-rank directory.
+
+    Reads what `TORCH_TRACE=DIR python train.py` (or torchrun) wrote, with the same parsers
+    and analysis as a live census, without importing torch. Malformed, truncated or unknown
+    lines are skipped and counted. Source lines come from the files named in the trace when
+    they exist on this machine.
+    """
+    from .report import render_terminal
+    from .traces import TraceError, censuses_from_path, source_context
+
+    try:
+        censuses = censuses_from_path(path)
+    except TraceError as e:
+        fail(str(e))
+    if not any(c.trace_stats.get("records") for c in censuses.values()):
+        fail(f"no TORCH_TRACE records could be read from {path}")
+    if rank is not None and rank not in censuses:
+        fail(f"no logs for rank {rank} in {path} (ranks: {', '.join(str(r) for r in censuses)})")
+    shown = censuses[rank if rank is not None else next(iter(censuses))]
+    console = Console(highlight=False)
+    if len(censuses) > 1:
+        console.print(f"[bold]{len(censuses)} ranks[/] in {path}:")
+        for r, c in censuses.items():
+            console.print(f"  rank {r}: graphs {c.graph_count} · break sites {len(c.sites)} · "
+                          f"break events {c.break_events} · recompile causes {len(c.recompiles)}")
+        console.print(f"[dim]showing rank {next(r for r, c in censuses.items() if c is shown)} "
+                      f"(--rank N for another)[/]\n")
+    render_terminal(shown, console)
+    missing = sorted({s.file for s in shown.sites if source_context(s.file, s.line, 0) is None})
+    if missing:
+        console.print(f"[dim]source not available on this machine for: {', '.join(missing)} "
+                      f"(lines shown are from the trace)[/]")
+    symmetry = None
+    if len(censuses) > 1 and all(isinstance(r, int) for r in censuses):
+        from .ranks import compare_ranks, render_ranks
+        symmetry = compare_ranks(censuses)
+        render_ranks(symmetry, console)
+    _write_outputs(shown, json_path, html_path, ranks=censuses, symmetry=symmetry)
+    st = [c.trace_stats for c in censuses.values()]
+    bad = sum(s.get("malformed", 0) for s in st)
+    console.print(f"[dim]read {sum(s.get('files', 0) for s in st)} file(s), "
+                  f"{sum(s.get('records', 0) for s in st)} records[/]"
+                  + (f" · [yellow]{bad} malformed line(s) skipped[/]" if bad else ""))
+    for s in st:
+        for u in s.get("unreadable", []):
+            err_console.print(f"[yellow]graphstitch: unreadable log skipped:[/] {u}")
+    if symmetry is not None and not symmetry["symmetric"]:
+        sys.exit(EXIT_FAIL)
+
+
+RUN_EXIT_HELP = """\b
+Exit codes:
+  the script's own exit code (0 when it ends normally, 1 after an uncaught exception,
+  128+N when it is killed by signal N); 2 when SCRIPT does not exist.
+  The census is printed (and written) in every case, also after a crash.
+"""
+
+
+@main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
+              epilog=RUN_EXIT_HELP)
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Also write the census as JSON.")
+@click.option("--html", "html_path", type=click.Path(dir_okay=False), help="Also write a self-contained HTML report.")
+@click.argument("script", type=click.Path())
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def run(json_path, html_path, script, args):
+    """Run an unmodified SCRIPT as __main__ with ARGS and report what torch.compile did.
+
+    The script compiles with its own torch.compile calls and backend; graphstitch only
+    listens (graphs are counted from Dynamo's output-graph records). It runs in a child
+    process, its stdout/stderr pass through, and the census is printed when it ends,
+    also when it raised or crashed. graphstitch's own options go before SCRIPT.
+    """
+    import os
+    from .report import render_terminal
+    from .target import census_script
+
+    if not os.path.isfile(script):
+        fail(f"script not found: {script}")
+    c, rc = census_script(script, list(args))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    console = Console(highlight=False)
+    console.print()
+    render_terminal(c, console)
+    if not c.frames:
+        console.print("[dim]Nothing was compiled in the script's own process. Compiles in processes it "
+                      "starts (mp.spawn, torchrun) are not seen here: run it with TORCH_TRACE=DIR and "
+                      "then `graphstitch trace DIR`.[/]")
+    _write_outputs(c, json_path, html_path)
+    sys.exit(128 - rc if rc < 0 else rc)

@@ -299,6 +299,13 @@ def _parse_guards(dec: "Decoder", meta: dict, payload):
     return (Guards(compile_id_of(meta), payload or ""),)
 
 
+@parser("artifact:torch_version", payload=True)
+def _parse_torch_version(dec: "Decoder", meta: dict, payload):
+    # Written once per TORCH_TRACE file; lets a trace census say which torch produced it.
+    value = json.loads(payload or "{}")
+    return (RunInfo({"torch_version": str(value["pytorch_version"])}),) if isinstance(value, dict) and value.get("pytorch_version") else ()
+
+
 @parser("graphstitch_graph", payload=False)
 def _parse_backend_graph(dec: "Decoder", meta: dict, payload):
     g = meta["graphstitch_graph"]
@@ -332,7 +339,7 @@ class Decoder:
 
     def decode(self, rec: Record) -> list[DecodedEvent]:
         self.records += 1
-        if "rank" in rec.meta:
+        if isinstance(rec.meta.get("rank"), int):  # traces are untrusted: anything may be there
             self.ranks.add(rec.meta["rank"])
         p = PARSERS.get(dispatch_key(rec.meta) or "")
         if p is None:
@@ -354,10 +361,33 @@ def format_record(meta: dict, payload: str | None) -> str:
     return line + "\n"
 
 
-def iter_trace_records(lines: Iterable[str], dec: Decoder) -> Iterator[Record]:
-    """Stream records out of TORCH_TRACE text; payloads no parser wants are skipped unjoined.
+_ARTIFACT_HEAD = '{"artifact": {"name": "'
 
-    Malformed header lines are counted on ``dec.malformed`` and skipped.
+
+def _unwanted(raw: str, at: int) -> bool:
+    """True when the header at RAW[AT:] is surely of a kind no parser wants, judged from its
+    first key without decoding the JSON (trace_structured writes the kind key first; any
+    other layout is decoded in full)."""
+    if not raw.startswith('{"', at):
+        return False
+    end = raw.find('"', at + 2)
+    key = raw[at + 2:end] if end > 0 else ""
+    if not key or "\\" in key or key in CONTEXT_KEYS:
+        return False
+    if key == "artifact":
+        if not raw.startswith(_ARTIFACT_HEAD, at):
+            return False
+        end = raw.find('"', at + len(_ARTIFACT_HEAD))
+        name = raw[at + len(_ARTIFACT_HEAD):end] if end > 0 else ""
+        return bool(name) and "\\" not in name and f"artifact:{name}" not in PARSERS
+    return key not in PARSERS
+
+
+def iter_trace_records(lines: Iterable[str], dec: Decoder) -> Iterator[Record]:
+    """Stream records out of TORCH_TRACE text; payloads no parser wants are skipped unjoined,
+    and headers of kinds no parser wants are counted on ``dec.records`` but not decoded.
+
+    Malformed header lines (of wanted kinds) are counted on ``dec.malformed`` and skipped.
     """
     meta: dict | None = None
     want = False
@@ -373,6 +403,9 @@ def iter_trace_records(lines: Iterable[str], dec: Decoder) -> Iterator[Record]:
         if not raw.strip():
             continue
         i = raw.find("] {")
+        if i >= 0 and _unwanted(raw, i + 2):
+            dec.records += 1  # most records (chromium events, tensor descriptions): no json.loads
+            continue
         try:
             m = json.loads(raw[i + 2:]) if i >= 0 else None
         except ValueError:

@@ -132,6 +132,12 @@ def census_target(spec: str, opts, sink=None) -> Census:
 
 
 # ----------------------------------------------------------------------------- worker
+#
+# `python -m graphstitch.target MODE ...` runs in a fresh process and streams every record
+# to STREAM as it happens; the parent decodes the file whatever became of the child.
+#   --target STREAM SPEC OPTIONS_JSON   a factory target (`census`, `check`, `fix` trials)
+#   --script STREAM SCRIPT ARGS...      a user script as __main__ (`run`)
+#   --wait                              import torch now, then read one --target job on stdin
 
 def stream_sink(out) -> Callable:
     """A capture sink writing each record at once (TORCH_TRACE format), so whatever was
@@ -155,7 +161,7 @@ def census_from_stream(path: str, target: str | None = None) -> Census:
     return census
 
 
-def _worker(spec: str, opts_json: str, stream: str) -> int:
+def _worker(stream: str, spec: str, opts_json: str) -> int:
     from .live import Capture, run_calls
     from .dynamo import quiet_dynamo_warnings
     opts = Options(**json.loads(opts_json))
@@ -180,16 +186,81 @@ def _worker(spec: str, opts_json: str, stream: str) -> int:
     return 0
 
 
+def _exit_code(e: SystemExit) -> int:
+    # What the interpreter does with SystemExit's argument.
+    if e.code is None:
+        return 0
+    if isinstance(e.code, int):
+        return e.code
+    print(e.code, file=sys.stderr)
+    return 1
+
+
+def _script_worker(stream: str, script: str, *argv: str) -> int:
+    """Run SCRIPT as __main__ with its own argv under capture; its compiles use its own
+    backend, so graphs come from the dynamo_output_graph records. Returns its exit code."""
+    import runpy
+    import traceback
+    from .live import Capture, _error
+    path = os.path.abspath(script)
+    sys.argv = [script, *argv]
+    sys.path[0] = os.path.dirname(path)  # as `python script.py` would have it
+    code = 0
+    with open(stream, "w", encoding="utf-8", buffering=1) as out:
+        with Capture(stream_sink(out), reset=False, target=script) as cap:
+            try:
+                runpy.run_path(path, run_name="__main__")
+            except SystemExit as e:
+                code = _exit_code(e)
+                if code:
+                    cap.note(error={"kind": "exit", "message": f"script exited with code {code}", "code": code})
+            except BaseException as e:  # noqa: BLE001 - KeyboardInterrupt too: report, then exit like Python
+                traceback.print_exc()
+                cap.note(error=_error("script", e))
+                code = 130 if isinstance(e, KeyboardInterrupt) else 1
+    return code
+
+
+def _wait_for_job() -> int:
+    from . import live  # noqa: F401 - the import (torch) is what waiting ahead saves
+    line = sys.stdin.readline()
+    if not line.strip():
+        return 0  # not needed after all
+    stream, spec, opts_json, env = json.loads(line)
+    os.environ.update(env)
+    return _worker(stream, spec, opts_json)
+
+
+def worker_env(tmp: str | None) -> dict:
+    """The child's environment: its inductor cache in our temp dir TMP (unless the user set
+    one), and this very graphstitch first on the path (a source checkout must not fall back
+    to an installed copy)."""
+    env = dict(os.environ)
+    if tmp is not None:
+        env.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(tmp, "inductor"))
+    src = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
+    return env
+
+
+def spawn_worker() -> subprocess.Popen:
+    """A fresh worker that imports torch now and waits for one job on stdin, so a batch of
+    runs (`graphstitch fix` trials) does not pay the import after the batch starts."""
+    return subprocess.Popen([sys.executable, "-m", "graphstitch.target", "--wait"], stdin=subprocess.PIPE,
+                            text=True, start_new_session=True, env=worker_env(None))  # the job brings its cache dir
+
+
 def run_isolated(cmd: list[str], env: dict, timeout: float | None, stdout: Any = None) -> tuple[int, dict | None]:
     """Run a worker in its own session; kill its whole group on timeout (see wait_isolated)."""
     return wait_isolated(subprocess.Popen(cmd, env=env, start_new_session=True, stdout=stdout), timeout)
 
 
-def wait_isolated(proc: subprocess.Popen, timeout: float | None) -> tuple[int, dict | None]:
-    """Wait for a worker started in its own session; kill its whole group on timeout.
+def wait_isolated(proc: subprocess.Popen, timeout: float | None, *, ok_codes: tuple[int, ...] | None = (0, 2),
+                  session: bool = True) -> tuple[int, dict | None]:
+    """Wait for a worker; kill its whole group on timeout (SESSION: it has its own group).
 
     Returns (exit code, None) or (exit code, {"kind": "timeout"|"crash", "message"}) when it
-    timed out, died from a signal or exited with a code other than 0 or 2.
+    timed out, died from a signal or exited with a code outside OK_CODES (None: any is fine).
     """
     died: dict | None = None
     try:
@@ -199,29 +270,16 @@ def wait_isolated(proc: subprocess.Popen, timeout: float | None) -> tuple[int, d
         proc.wait()
         rc = -signal.SIGKILL
         died = {"kind": "timeout", "message": f"target did not finish within {timeout:g} s (killed)"}
+    except KeyboardInterrupt:
+        if session:  # otherwise the terminal's Ctrl-C reached the child already
+            os.killpg(proc.pid, signal.SIGINT)
+        rc = proc.wait()
     if rc < 0 and died is None:
         sig = signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else str(-rc)
         died = {"kind": "crash", "message": f"target process died with signal {sig}"}
-    elif rc not in (0, 2) and died is None:
+    elif ok_codes is not None and rc not in ok_codes and died is None:
         died = {"kind": "crash", "message": f"target process exited with code {rc}"}
     return rc, died
-
-
-def spawn_worker() -> subprocess.Popen:
-    """A fresh worker that imports torch now and waits for one job on stdin, so a batch of
-    runs (`graphstitch fix` trials) does not pay the import after the batch starts."""
-    return subprocess.Popen([sys.executable, "-m", "graphstitch.target", "--wait"], stdin=subprocess.PIPE,
-                            text=True, start_new_session=True)
-
-
-def _wait_for_job() -> int:
-    from . import live  # noqa: F401 - the import (torch) is what waiting ahead saves
-    line = sys.stdin.readline()
-    if not line.strip():
-        return 0  # not needed after all
-    spec, opts_json, stream, env = json.loads(line)
-    os.environ.update(env)
-    return _worker(spec, opts_json, stream)
 
 
 def census_subprocess(spec: str, opts, *, timeout: float | None = None,
@@ -231,17 +289,16 @@ def census_subprocess(spec: str, opts, *, timeout: float | None = None,
     ``proc`` is a worker from spawn_worker() to run it in."""
     with tempfile.TemporaryDirectory(prefix="graphstitch-") as tmp:
         stream = os.path.join(tmp, "records.log")
-        args = [spec, json.dumps(asdict(opts)), stream]
-        env = dict(os.environ)
-        env.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(tmp, "inductor"))
+        job = [stream, spec, json.dumps(asdict(opts))]
+        env = worker_env(tmp)
         if pythonpath:
-            env["PYTHONPATH"] = os.pathsep.join(p for p in (pythonpath, env.get("PYTHONPATH")) if p)
+            env["PYTHONPATH"] = os.pathsep.join((pythonpath, env["PYTHONPATH"]))
         if proc is None:
-            proc = subprocess.Popen([sys.executable, "-m", "graphstitch.target"] + args, env=env,
+            proc = subprocess.Popen([sys.executable, "-m", "graphstitch.target", "--target", *job], env=env,
                                     start_new_session=True)
         else:
             assert proc.stdin is not None
-            proc.stdin.write(json.dumps(args + [{"TORCHINDUCTOR_CACHE_DIR": env["TORCHINDUCTOR_CACHE_DIR"]}]) + "\n")
+            proc.stdin.write(json.dumps(job + [{"TORCHINDUCTOR_CACHE_DIR": env["TORCHINDUCTOR_CACHE_DIR"]}]) + "\n")
             proc.stdin.close()
         rc, died = wait_isolated(proc, timeout)
         census = census_from_stream(stream, spec)
@@ -250,5 +307,25 @@ def census_subprocess(spec: str, opts, *, timeout: float | None = None,
         return census, rc
 
 
-if __name__ == "__main__":  # the worker entry point
-    sys.exit(_wait_for_job() if sys.argv[1:] == ["--wait"] else _worker(*sys.argv[1:4]))
+def census_script(script: str, argv: list[str]) -> tuple[Census, int]:
+    """Run a user script as __main__ in a fresh process (stdout/stderr pass through; it keeps
+    our process group, so Ctrl-C and the terminal reach it as usual).
+    Returns (census, the script's exit code; negative: killed by that signal)."""
+    with tempfile.TemporaryDirectory(prefix="graphstitch-") as tmp:
+        stream = os.path.join(tmp, "records.log")
+        proc = subprocess.Popen([sys.executable, "-m", "graphstitch.target", "--script", stream, script, *argv],
+                                env=worker_env(tmp))
+        rc, died = wait_isolated(proc, None, ok_codes=None, session=False)
+        census = census_from_stream(stream, script)
+        if died is not None and census.error is None:
+            census.error = died
+        return census, rc
+
+
+if __name__ == "__main__":
+    _mode, *_rest = sys.argv[1:]
+    if _mode == "--wait":
+        sys.exit(_wait_for_job())
+    if _mode == "--script":
+        sys.exit(_script_worker(*_rest))
+    sys.exit(_worker(*_rest))

@@ -1,0 +1,133 @@
+"""TORCH_TRACE logs -> Census, without torch.
+
+Reads what ``TORCH_TRACE=dir`` wrote (one file, a directory of them, or a multi-rank
+directory) with the same record parsers and the same analysis as live capture, so a trace
+of a run and a live census of it agree. Files are streamed: payloads no parser wants are
+never joined, and events go straight into ``build_census`` (memory does not grow with the
+log size). Nothing read is ever executed or unpickled.
+
+This module must not import torch: traces are read on laptops that have none.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+from pathlib import Path
+from typing import Iterator
+
+from .analysis import Census, build_census
+from .records import Decoder, iter_trace_records
+
+LOG_PREFIX = "dedicated_log_torch_trace_"  # torch/_logging/_internal.py
+_RANK_NAME_RE = re.compile(r"rank_(\d+)_")
+_RANK_KEY_RE = re.compile(rb'"rank": (\d+)')
+
+
+class TraceError(Exception):
+    """The path holds no readable trace (exit 2)."""
+
+
+def trace_files(path: str | os.PathLike) -> list[Path]:
+    """The trace files at PATH: the file itself, or a directory's TORCH_TRACE logs (any
+    ``*.log`` when none carries TORCH_TRACE's prefix), oldest first."""
+    p = Path(path)
+    if p.is_file():
+        return [p]
+    if not p.is_dir():
+        raise TraceError(f"no such file or directory: {path}")
+    files = [f for f in p.iterdir() if f.is_file() and f.name.startswith(LOG_PREFIX)]
+    if not files:
+        files = [f for f in p.iterdir() if f.is_file() and f.suffix == ".log"]
+    if not files:
+        raise TraceError(f"{path} holds no TORCH_TRACE logs ({LOG_PREFIX}*.log)")
+    return sorted(files, key=lambda f: (f.stat().st_mtime, f.name))
+
+
+def file_rank(path: Path) -> int | None:
+    """The rank a log belongs to: from its name (``…rank_N_…``) or, when the process group
+    was set up after the log was opened, from the first record that carries ``rank``."""
+    m = _RANK_NAME_RE.search(path.name)
+    if m:
+        return int(m.group(1))
+    try:
+        with open(path, "rb") as f:
+            head = f.read(1 << 20)
+    except OSError:
+        return None
+    m = _RANK_KEY_RE.search(head)
+    return int(m.group(1)) if m else None
+
+
+def _events(path: Path, dec: Decoder, prefix: str, stats: dict) -> Iterator:
+    # Interning is per process, and one file is one process: each file gets its own Decoder.
+    try:
+        f = open(path, encoding="utf-8", errors="replace", newline="\n")
+    except OSError as e:
+        stats["unreadable"].append(f"{path}: {e.strerror}")
+        return
+    with f:
+        for rec in iter_trace_records(f, dec):
+            for ev in dec.decode(rec):
+                if prefix and hasattr(ev, "compile_id"):
+                    ev.compile_id = prefix + ev.compile_id
+                yield ev
+    stats["records"] += dec.records
+    stats["malformed"] += dec.malformed
+    stats["bytes"] += path.stat().st_size
+
+
+def census_from_files(files: list[Path], *, target: str | None = None) -> Census:
+    """One census from the logs of one rank. Several processes' logs (e.g. a restarted job)
+    get their compile ids prefixed ``pN:`` so their frames stay apart."""
+    stats = {"files": len(files), "records": 0, "malformed": 0, "bytes": 0, "unreadable": []}
+
+    def events():
+        for i, f in enumerate(files):
+            yield from _events(f, Decoder(), f"p{i}:" if len(files) > 1 else "", stats)
+
+    c = build_census(events(), target=target)
+    if not stats["unreadable"]:
+        del stats["unreadable"]
+    c.trace_stats = stats
+    return c
+
+
+def censuses_from_path(path: str | os.PathLike) -> dict[int | None, Census]:
+    """A census per rank (key None for logs of a single, non-distributed process)."""
+    by_rank: dict[int | None, list[Path]] = {}
+    for f in trace_files(path):
+        by_rank.setdefault(file_rank(f), []).append(f)
+    out: dict[int | None, Census] = {}
+    for rank in sorted(by_rank, key=lambda r: -1 if r is None else r):
+        files = by_rank[rank]
+        out[rank] = census_from_files(files, target=str(path))
+    return out
+
+
+def census_from_trace(path: str | os.PathLike) -> Census:
+    """The census of a single-process trace, or of the lowest rank of a multi-rank one."""
+    censuses = censuses_from_path(path)
+    return censuses[next(iter(censuses))]
+
+
+# ----------------------------------------------------------------------------- source
+
+@functools.lru_cache(maxsize=256)
+def _source_lines(file: str) -> tuple[str, ...] | None:
+    try:
+        with open(file, encoding="utf-8", errors="replace") as f:
+            return tuple(f.read().splitlines())
+    except (OSError, ValueError):
+        return None
+
+
+def source_context(file: str, line: int, radius: int = 4) -> list[tuple[int, str]] | None:
+    """The lines around FILE:LINE from this machine, or None when the file is not here
+    (a trace from another machine): the report then says the source is not available."""
+    lines = _source_lines(file)
+    if lines is None or not 1 <= line <= len(lines):
+        return None
+    lo, hi = max(1, line - radius), min(len(lines), line + radius)
+    return [(n, lines[n - 1]) for n in range(lo, hi + 1)]
