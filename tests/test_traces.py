@@ -182,9 +182,14 @@ def test_multi_rank_directory_is_grouped_by_rank(tmp_path):
     assert _site_keys(cs[1]) == [("GB0059", "tr_ranks.py", all_line), ("GB0025", "tr_ranks.py", one_line)]
     r = subprocess.run([PY, "-m", "graphstitch", "trace", str(d), "--rank", "1", "--json", str(tmp_path / "r.json")],
                        env=ENV, capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0 and "2 ranks" in r.stdout and "showing rank 1" in r.stdout
-    ranks = json.loads((tmp_path / "r.json").read_text())["ranks"]
-    assert [ranks[k]["break_site_count"] for k in ("0", "1")] == [1, 2]
+    # The ranks diverge (rank 1 breaks once more): trace runs the same comparison as `ranks`.
+    assert r.returncode == 1 and "2 ranks" in r.stdout and "showing rank 1" in r.stdout
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert [doc["ranks"][k]["break_site_count"] for k in ("0", "1")] == [1, 2]
+    sym = doc["symmetry"]
+    assert sym["symmetric"] is False
+    first = sym["divergences"][0]
+    assert first["kind"] == "break_site" and first["ranks"] == [1] and first["line"] == one_line
 
 
 def test_several_processes_of_one_rank_keep_their_frames_apart(mixed_trace, tmp_path):
