@@ -228,6 +228,27 @@ def is_torch_file(path: str) -> bool:
     return bool(_TORCH_PATH_RE.search(path))
 
 
+_STDLIB_RE = re.compile(r"[\\/]lib[\\/]python3\.\d+[\\/](?!(site|dist)-packages[\\/])[^\\/]")
+
+
+@functools.lru_cache(maxsize=1)
+def _stdlib_root() -> str:
+    import sysconfig
+    return os.path.realpath(sysconfig.get_paths()["stdlib"])
+
+
+@functools.lru_cache(maxsize=8192)
+def is_internal_file(path: str) -> bool:
+    """A frame no user edits: torch's own package or the Python standard library (a
+    `log.info()` breaks inside logging/__init__.py; the site is the user's call)."""
+    if is_torch_file(path) or path.startswith("<frozen"):
+        return True
+    if _STDLIB_RE.search(path):
+        return True
+    real = os.path.realpath(path)
+    return real.startswith(_stdlib_root() + os.sep) and "-packages" not in real
+
+
 _HARNESS = {os.path.join(os.path.dirname(os.path.abspath(__file__)), f) for f in ("live.py", "target.py")}
 
 
@@ -254,7 +275,7 @@ def _nesting_depth(tb: list[StackFrame], compiled: StackFrame | None) -> int:
                 break
         else:
             return 1
-    return max(1, sum(1 for fr in tb[start:] if not is_torch_file(fr.file) and fr.function not in _NN_DISPATCH))
+    return max(1, sum(1 for fr in tb[start:] if not is_internal_file(fr.file) and fr.function not in _NN_DISPATCH))
 
 
 _CID_PREFIX_RE = re.compile(r"^\s*(\d+)/(\d+):\s*")
@@ -367,10 +388,10 @@ def build_census(events: Iterable, *, target: str | None = None) -> Census:
     sites: dict[tuple, Site] = {}
     for r in reports:
         r.traceback = user_stack(r.traceback)
-        user = [fr for fr in r.traceback if not is_torch_file(fr.file)]
+        user = [fr for fr in r.traceback if not is_internal_file(fr.file)]
         if user:
             at = user[-1]
-        elif r.at_file and not is_torch_file(r.at_file):
+        elif r.at_file and not is_internal_file(r.at_file):
             at = StackFrame(r.at_file, r.at_line or 0, "?")
         else:
             m = metrics.get(r.compile_id)
