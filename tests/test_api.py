@@ -93,3 +93,15 @@ def test_options_backend_dynamic_grad():
     assert c.recompiles == []  # dynamic=True: no size specialization
     assert c.config["backend"] == "aot_eager" and c.config["grad"] is True
     assert all(g.op_count for g in c.graphs) and c.outputs_match_eager is True
+
+
+def test_recompile_limit_fallback_is_a_located_skipped_frame():
+    def scaled(x, n):
+        return x * n
+    with torch._dynamo.config.patch(recompile_limit=2):
+        c = graphstitch.census_calls(scaled, [(torch.randn(2), i) for i in range(2, 7)], dynamic=False)
+    (cause,) = c.recompiles
+    assert cause.reason == "n == <value>" and cause.frames == ["scaled"]
+    (sk,) = c.skipped_frames
+    assert (sk.function, sk.file) == ("scaled", __file__) and "recompile limit" in sk.reason
+    assert c.outputs_match_eager is True  # the fallback runs eagerly: still correct

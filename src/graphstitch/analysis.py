@@ -366,12 +366,23 @@ def build_census(events: Iterable, *, target: str | None = None) -> Census:
     if target is not None:
         c.target = target
 
-    def compiled_frame(cid: str) -> StackFrame | None:
+    def located(cid: str) -> StackFrame | None:
         m = metrics.get(cid)
-        if m is not None:
+        if m is not None and m.function != "?":
             return StackFrame(m.file, m.line, m.function)
         s = starts.get(cid)
         return s.stack[-1] if s and s.stack else None
+
+    # A compile refused at the recompile limit carries no code location: any other compile
+    # of the same frame (F/*) names it.
+    by_frame: dict[str, StackFrame] = {}
+    for cid in list(metrics) + list(starts):
+        fr = located(cid)
+        if fr is not None:
+            by_frame.setdefault(cid.rsplit("/", 1)[0], fr)
+
+    def compiled_frame(cid: str) -> StackFrame | None:
+        return located(cid) or by_frame.get(cid.rsplit("/", 1)[0])
 
     for cid in graph_order:
         fr = compiled_frame(cid) or StackFrame("?", 0, "?")
@@ -445,6 +456,6 @@ def build_census(events: Iterable, *, target: str | None = None) -> Census:
                                      m.fail_type if m else None))
         if m and m.fail_type:
             reason = (m.fail_reason or "").strip().splitlines()
-            c.skipped_frames.append(SkippedFrame(cid, m.file, m.line, original_name(m.function),
+            c.skipped_frames.append(SkippedFrame(cid, fr.file, fr.line, original_name(fr.function),
                                                  m.fail_type, reason[0] if reason else ""))
     return c
