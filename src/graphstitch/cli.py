@@ -506,7 +506,9 @@ and nonstrict_trace drop run-time side effects, as inductor does.
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=600.0, show_default=True,
               help="Kill one census after S seconds.")
 @click.option("--html", "html_path", type=click.Path(dir_okay=False), help="Also write a self-contained HTML report (sites with their verified fixes).")
-def fix(target, json_path, jobs, backend, site_filter, kinds, show_diff, do_apply, grad, timeout, html_path):
+@click.option("--measure", is_flag=True, help="For each verified fix, time the compiled target before and after it "
+              "(alternating, same backend) and report the speedup.")
+def fix(target, json_path, jobs, backend, site_filter, kinds, show_diff, do_apply, grad, timeout, html_path, measure):
     """Try fixes for every break in TARGET, verify each, and rank the verified ones."""
     from .fix import apply_best, render_fixes, run_fix
     from .target import Options
@@ -519,7 +521,12 @@ def fix(target, json_path, jobs, backend, site_filter, kinds, show_diff, do_appl
                 only=(lambda s: site_filter in f"{s.gb_id} {s.file}:{s.line}") if site_filter else None)
     if c.error and c.error.get("kind") == "target":
         fail(c.error["message"])
-    _show(c, json_path, html_path=html_path, more=(render_fixes,))
+    more = (render_fixes,)
+    if measure:
+        from .fix import measure_fixes, render_measures
+        measure_fixes(c, target, opts, timeout=timeout)
+        more += (render_measures,)
+    _show(c, json_path, html_path=html_path, more=more)
     if show_diff or do_apply:
         msg, ok = apply_best(c, target, opts, write=do_apply, timeout=timeout)
         if not ok:

@@ -539,3 +539,129 @@ def render_fixes(census: Census, console=None) -> None:
                           f"sites {b['sites']}→{a['sites']}")
             for why in f["why_not"]:
                 console.print(f"      [dim]{escape(why)}[/]")
+
+
+# ----------------------------------------------------------------------------- --measure
+
+class _Timed:
+    """A worker process holding the target compiled one way (before: as is; after: with a
+    fix's patches), timing one pass over the factory's calls per request."""
+
+    def __init__(self, spec: str, opts, timeout: float | None):
+        import subprocess
+        from .target import worker_env
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "graphstitch.fix", "--timed", spec, json.dumps(dataclasses.asdict(opts))],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=worker_env(None), start_new_session=True)
+        self.timeout = timeout
+        self._ask("ready")
+
+    def _ask(self, what: str) -> str:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(what + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the measuring process exited (code {self.proc.wait()})")
+        if line.startswith("error "):
+            raise RuntimeError(line[6:].strip())
+        return line
+
+    def one_pass(self) -> float:
+        return float(self._ask("pass"))
+
+    def close(self) -> None:
+        import signal
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+
+
+def _timed_worker(spec: str, opts_json: str) -> int:
+    """`python -m graphstitch.fix --timed SPEC OPTIONS`: compile the target (with its patches),
+    warm it up, then answer "pass" with the seconds one pass over the calls took."""
+    import contextlib as _cl
+    import torch
+    from . import dynamo
+    from .perf import _device_of, _timer
+    from .target import Options, load_factory, make_calls
+    opts = Options(**json.loads(opts_json))
+    out = sys.stdout
+    sys.stdout = sys.stderr  # the target's prints must not corrupt the protocol
+    dynamo.quiet_dynamo_warnings()
+    try:
+        calls = make_calls(load_factory(spec), spec)
+        patches = opts.patches or {}
+        if patches.get("wrap"):
+            install_wrapper(patches["wrap"], calls)
+        stack = _cl.ExitStack()
+        stack.enter_context(torch.no_grad() if not opts.grad else _cl.nullcontext())
+        stack.enter_context(dynamo.config(**dynamo.resolve_config(patches.get("config") or {})))
+        compiled = {}
+        for fn, _, _ in calls:
+            compiled.setdefault(id(fn), torch.compile(fn, backend=opts.backend))
+        run = [(compiled[id(fn)], a, k) for fn, a, k in calls]
+
+        def one_pass() -> None:
+            for f, a, k in run:
+                f(*a, **k)
+        one_pass()  # compiles
+        timed = _timer(_device_of([a for _, a, _ in run] + [fn for fn, _, _ in calls]))
+    except Exception as e:  # noqa: BLE001 - reported to the parent as one line
+        out.write(f"error {type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}\n")
+        out.flush()
+        return 1
+    with stack:
+        for line in sys.stdin:
+            cmd = line.strip()
+            out.write(("ok" if cmd == "ready" else repr(timed(one_pass))) + "\n")
+            out.flush()
+    return 0
+
+
+def measure_fixes(census: Census, spec: str, opts, *, repeats: int = 20, warmup: int = 3,
+                  max_seconds: float = 20.0, timeout: float | None = None) -> None:
+    """`fix --measure`: for each verified fix, steady-state latency before and after with the
+    user's backend, the two compiled variants timed alternately in one run (each in its own
+    process: a run-time wrapper cannot coexist with the unwrapped code in one). Fills
+    ``fix["measure"]`` = {before, after (perf.stats), speedup, stable, backend}."""
+    from .perf import alternate
+    for f in census.fixes:
+        if not f.get("verified"):
+            continue
+        sides: list[_Timed] = []
+        try:
+            sides.append(_Timed(spec, dataclasses.replace(opts, patches=None, fresh=False), timeout))
+            sides.append(_Timed(spec, dataclasses.replace(opts, patches=f["patches"], fresh=False), timeout))
+            (b, a), stable, _ = alternate([s.one_pass for s in sides], repeats=repeats, warmup=warmup,
+                                          max_seconds=max_seconds, self_timed=True)
+            f["measure"] = {"backend": opts.backend, "before": b, "after": a, "stable": stable,
+                            "speedup": b["median_s"] / a["median_s"] if a["median_s"] > 0 else None}
+        except RuntimeError as e:
+            f["measure"] = {"backend": opts.backend, "error": str(e)}
+        finally:
+            for s in sides:
+                s.close()
+
+
+def render_measures(census: Census, console=None) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    console = console or Console(highlight=False)
+    rows = [f for f in census.fixes if f.get("measure")]
+    if not rows:
+        return
+    console.print("\n[bold underline]What the verified fixes buy[/] (median of alternating passes)")
+    for f in rows:
+        m = f["measure"]
+        head = f"  {escape(f['site'])} · {escape(f['candidate'])}"
+        if m.get("error"):
+            console.print(f"{head}: [red]not measured[/] ({escape(m['error'])})")
+            continue
+        b, a = m["before"]["median_s"] * 1e3, m["after"]["median_s"] * 1e3
+        note = "" if m["stable"] else " [yellow](not stable)[/]"
+        console.print(f"{head}: {b:.3f} ms → {a:.3f} ms · [bold]{m['speedup']:.2f}×[/] ({escape(m['backend'])}){note}")
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["--timed"]:
+    sys.exit(_timed_worker(sys.argv[2], sys.argv[3]))

@@ -94,14 +94,18 @@ def _norm_call(c: Any) -> tuple[tuple, dict]:
 
 
 def alternate(passes: Sequence[Callable[[], Any]], *, repeats: int = 20, warmup: int = 3,
-              max_seconds: float = 30.0, tolerance: float = 0.02, device: str = "cpu") -> tuple[list[dict], bool, int]:
+              max_seconds: float = 30.0, tolerance: float = 0.02, device: str = "cpu",
+              self_timed: bool = False) -> tuple[list[dict], bool, int]:
     """Time several zero-argument passes in rotation (abc, bca, cab, ...) in one run.
+
+    ``self_timed``: each pass returns its own duration in seconds (a pass run in another
+    process, which times itself so the pipe round-trip is not counted).
 
     After ``warmup`` untimed rounds, rounds continue until at least ``repeats`` samples each and
     every median moved less than ``tolerance`` since the previous check (stable), or
     ``max_seconds`` / 20 x repeats ran out. Returns (stats per pass, stable, rounds).
     """
-    timed = _timer(device)
+    timed = (lambda f: float(f())) if self_timed else _timer(device)
     for _ in range(max(warmup, 0)):
         for f in passes:
             f()
