@@ -128,7 +128,7 @@ def test_perf_regional_json_has_every_field(tmp_path):
     # The break is in the top-level forward: the whole compile meets it, the blocks do not.
     out, svg = tmp_path / "perf.json", tmp_path / "perf.svg"
     r = run_cli("perf", f"{MODELS}:breaky_stack", "--backend", "aot_eager", "--regional", "--repeats", "5",
-                "--max-seconds", "3", "--json", str(out), "--svg", str(svg))
+                "--max-seconds", "3", "--json", str(out), "--svg", str(svg), "--html", str(tmp_path / "perf.html"))
     assert r.returncode == 0, r.stderr
     d = json.loads(out.read_text())
     assert set(d) == {"schema", "target", "backend", "device", "torch_version", "repeats", "warmup", "latency_run",
@@ -159,6 +159,9 @@ def test_perf_regional_json_has_every_field(tmp_path):
     texts = " ".join(t.text or "" for t in root.iter("{http://www.w3.org/2000/svg}text"))
     assert "regional cold" in texts and "eager" in texts
     assert "4 Block blocks at `blocks`" in r.stdout
+    page = (tmp_path / "perf.html").read_text()
+    assert page.count("<svg") == 1 and "regional cold" in page and "speedup" in page
+    assert "http://" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "") and "<script" not in page
 
 
 def test_perf_bad_targets_exit_2_with_one_line():

@@ -373,14 +373,15 @@ Exit codes:
               help="Stop timing a variant after this long even if the median is not yet stable.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the results as JSON.")
 @click.option("--svg", "svg_path", type=click.Path(dir_okay=False), help="Write a bar chart of latencies and compile times as SVG.")
+@click.option("--html", "html_path", type=click.Path(dir_okay=False), help="Write a self-contained HTML page: the chart and the table.")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, help="Kill any measuring process after S seconds (exit 3).")
-def perf(target, demo, backend, regional, block, repeats, warmup, max_seconds, json_path, svg_path, timeout):
+def perf(target, demo, backend, regional, block, repeats, warmup, max_seconds, json_path, svg_path, html_path, timeout):
     """Measure eager vs compiled latency, cold/warm compile time and peak memory of TARGET."""
     import json as _json
 
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    from .perf import failed, perf_svg, render_terminal, run_perf
+    from .perf import failed, perf_html, perf_svg, render_terminal, run_perf
     from .report import atomic_write
     from .target import TargetError
 
@@ -405,6 +406,8 @@ def perf(target, demo, backend, regional, block, repeats, warmup, max_seconds, j
         atomic_write(json_path, _json.dumps(result, indent=2) + "\n")
     if svg_path:
         atomic_write(svg_path, perf_svg(result))
+    if html_path:
+        atomic_write(html_path, perf_html(result))
     err = failed(result)
     if err:
         msg = str(err.get("message") or "").splitlines()

@@ -587,3 +587,19 @@ def perf_svg(result: dict) -> str:
 
 if __name__ == "__main__":  # the worker entry point
     sys.exit(_worker(sys.argv[1], sys.argv[2]))
+
+
+def perf_html(result: dict) -> str:
+    """A self-contained HTML page: the chart (perf_svg) and the terminal table (rich's own
+    HTML export, inline styles, escaped). No network, opens from disk."""
+    import io
+    from rich.console import Console
+    con = Console(record=True, width=110, file=io.StringIO(), highlight=False)
+    render_terminal(result, con)
+    table = con.export_html(inline_styles=True, code_format="{code}")
+    title = html.escape(f"graphstitch perf — {result.get('target')}")
+    return ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+            '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; style-src \'unsafe-inline\'">'
+            f"<title>{title}</title></head>\n<body style=\"font-family:system-ui,sans-serif;margin:2em\">"
+            f"<h1 style=\"font-size:1.3em\">{title}</h1>\n{perf_svg(result)}\n"
+            f"<pre style=\"font-family:ui-monospace,monospace;font-size:13px\">{table}</pre>\n</body></html>\n")
