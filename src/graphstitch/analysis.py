@@ -310,7 +310,7 @@ def _primary_reason(reasons: list[str]) -> str:
     return max(reasons, key=rank) if reasons else ""
 
 
-def _cid_sort_key(cid: str):
+def compile_id_key(cid: str):
     try:
         a, b = cid.rsplit("/", 1)
         return (int(a.split("/")[-1]), int(b))
@@ -447,7 +447,7 @@ def build_census(events: Iterable, *, target: str | None = None) -> Census:
             cause.examples.append(primary.strip())
     c.recompiles = sorted(causes.values(), key=lambda x: (-x.count, x.reason))
 
-    for cid in sorted(set(metrics) | set(starts), key=_cid_sort_key):
+    for cid in sorted(set(metrics) | set(starts), key=compile_id_key):
         m = metrics.get(cid)
         fr = compiled_frame(cid) or StackFrame("?", 0, "?")
         c.frames.append(FrameCompile(cid, fr.file, fr.line, fr.function,

@@ -133,14 +133,14 @@ def outputs_equal(actual: Any, expected: Any) -> tuple[bool, str | None]:
     return True, None
 
 
-def _clone(x: Any) -> Any:
+def clone_output(x: Any) -> Any:
     try:
         return copy.deepcopy(x)
     except Exception:  # noqa: BLE001 - uncopyable outputs are compared as they are
         return x
 
 
-def _error(kind: str, exc: BaseException) -> dict:
+def error_info(kind: str, exc: BaseException) -> dict:
     tb = traceback.extract_tb(exc.__traceback__)
     last = tb[-1] if tb else None
     return {"kind": kind, "type": type(exc).__name__, "message": (str(exc).strip() or repr(exc))[:2000],
@@ -196,9 +196,9 @@ def run_calls(cap: Capture, calls: Sequence[Call], opts: Options) -> None:
                         try:
                             eager(i)
                         except Exception as ee:  # noqa: BLE001
-                            cap.note(error=_error("eager", ee))
+                            cap.note(error=error_info("eager", ee))
                             return
-                    cap.note(error=_error("compiled", e))
+                    cap.note(error=error_info("compiled", e))
                     return
             if opts.fresh:
                 _fresh_check(cap, calls, compiled)
@@ -211,7 +211,7 @@ def run_calls(cap: Capture, calls: Sequence[Call], opts: Options) -> None:
             try:
                 want = eager(i)
             except Exception as e:  # noqa: BLE001
-                cap.note(error=_error("eager", e))
+                cap.note(error=error_info("eager", e))
                 return
             ok, why = outputs_equal(got, want)
             if not ok:
@@ -279,7 +279,7 @@ def _fresh_check(cap: Capture, calls: Sequence[Call], compiled: dict[int, Callab
         try:
             torch.manual_seed(0)
             with _effects(eff_e):
-                want = _clone(fn(*args, **kwargs))
+                want = clone_output(fn(*args, **kwargs))
             torch.manual_seed(0)
             with _effects(eff_c):
                 got = compiled[id(fn)](*args, **kwargs)

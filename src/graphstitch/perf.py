@@ -256,7 +256,7 @@ def _measure(p: dict) -> dict:
     """
     import torch
     from . import dynamo
-    from .live import _clone, _error, outputs_equal
+    from .live import clone_output, error_info, outputs_equal
     dynamo.quiet_dynamo_warnings()
     # torch.compiler.nested_compile_region (mark a block inside a whole-model compile) is noted,
     # not used: a break inside it is a hard error, and per-module compile needs no code change.
@@ -281,7 +281,7 @@ def _measure(p: dict) -> dict:
         try:
             res = run_all(fns)
         except Exception as e:  # noqa: BLE001
-            out["error"] = _error(kind, e)
+            out["error"] = error_info(kind, e)
             return None, 0.0
         return res, time.perf_counter() - t0
 
@@ -298,7 +298,7 @@ def _measure(p: dict) -> dict:
         got, out["first_call_s"] = first_pass(eager, "eager")
         if got is None:
             return out
-        expected = [_clone(x) for x in got]
+        expected = [clone_output(x) for x in got]
         if p["mode"] == "eager":
             out["peak_memory_mb"] = _peak_memory_mb(device)
             if p.get("regional"):  # fail fast, before any compile, when there are no blocks

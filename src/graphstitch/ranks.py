@@ -21,7 +21,7 @@ import tempfile
 import time
 from typing import Any, Iterable
 
-from .analysis import Census, _cid_sort_key
+from .analysis import Census, compile_id_key
 from .target import census_from_stream
 
 # Source text that calls a collective or the process-group API (not torch.gather,
@@ -291,7 +291,7 @@ def compare_ranks(censuses: dict[int, Census]) -> dict:
         divergences = (_site_divergences(censuses) + _skipped_divergences(censuses) +
                        _recompile_divergences(censuses) + _collective_divergence(censuses) +
                        _graph_divergence(censuses))
-        divergences.sort(key=lambda d: (_cid_sort_key(d["compile_id"]) if d["compile_id"] else (1 << 31, 0),
+        divergences.sort(key=lambda d: (compile_id_key(d["compile_id"]) if d["compile_id"] else (1 << 31, 0),
                                         _KIND_ORDER[d["kind"]]))
     return {
         "symmetric": not divergences and not failed,
@@ -506,7 +506,7 @@ def _rank_worker(outdir: str, opts_json: str, spec: str, *script_args: str) -> i
     import torch.distributed as dist
 
     from .dynamo import quiet_dynamo_warnings
-    from .live import Capture, _error, run_calls
+    from .live import Capture, error_info, run_calls
     from .records import Record
     from .target import Options, TargetError, load_factory, make_calls, stream_sink
 
@@ -533,7 +533,7 @@ def _rank_worker(outdir: str, opts_json: str, spec: str, *script_args: str) -> i
                         if e.code not in (0, None):
                             cap.note(error={"kind": "script", "message": f"script exited with {e.code}"})
                     except Exception as e:  # noqa: BLE001 - recorded, reported as a failed rank
-                        cap.note(error=_error("script", e))
+                        cap.note(error=error_info("script", e))
             else:
                 cuda = torch.cuda.is_available()
                 if cuda:

@@ -20,8 +20,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from .analysis import Census, build_census
-from .records import Decoder, Record, format_record, iter_trace_records
+from .analysis import Census
+from .records import Record, format_record
 
 DEMO = "graphstitch.demo:demo"
 
@@ -149,16 +149,10 @@ def stream_sink(out) -> Callable:
 
 
 def census_from_stream(path: str, target: str | None = None) -> Census:
-    """Decode a record file written through :func:`stream_sink` (or a TORCH_TRACE log)."""
-    dec = Decoder()
-    events: list = []
-    if os.path.exists(path):
-        with open(path, encoding="utf-8", errors="replace") as f:
-            for rec in iter_trace_records(f, dec):
-                events.extend(dec.decode(rec))
-    census = build_census(events, target=target)
-    census.trace_stats = {"records": dec.records, "malformed": dec.malformed}
-    return census
+    """Decode a record file written through :func:`stream_sink` (or a TORCH_TRACE log) with
+    the trace reader; a worker that died before writing anything gives an empty census."""
+    from .traces import census_from_files
+    return census_from_files([Path(path)] if os.path.exists(path) else [], target=target)
 
 
 def _worker(stream: str, spec: str, opts_json: str) -> int:
@@ -201,7 +195,7 @@ def _script_worker(stream: str, script: str, *argv: str) -> int:
     backend, so graphs come from the dynamo_output_graph records. Returns its exit code."""
     import runpy
     import traceback
-    from .live import Capture, _error
+    from .live import Capture, error_info
     path = os.path.abspath(script)
     sys.argv = [script, *argv]
     sys.path[0] = os.path.dirname(path)  # as `python script.py` would have it
@@ -216,7 +210,7 @@ def _script_worker(stream: str, script: str, *argv: str) -> int:
                     cap.note(error={"kind": "exit", "message": f"script exited with code {code}", "code": code})
             except BaseException as e:  # noqa: BLE001 - KeyboardInterrupt too: report, then exit like Python
                 traceback.print_exc()
-                cap.note(error=_error("script", e))
+                cap.note(error=error_info("script", e))
                 code = 130 if isinstance(e, KeyboardInterrupt) else 1
     return code
 
