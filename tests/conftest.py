@@ -28,3 +28,21 @@ def marked_line(path: Path, tag: str) -> int:
 @pytest.fixture
 def scenario_path():
     return lambda name: SCENARIOS / f"{name}.py"
+
+
+def census_subprocess(spec, opts=None, *, timeout=None, pythonpath=()):
+    """A target's census in a fresh worker (graphstitch's own isolated runner): (census, exit code)."""
+    from graphstitch.worker import run_target
+    out = run_target(str(spec), opts, timeout=timeout, pythonpath=pythonpath)
+    return out.census, out.exit_code
+
+
+def assert_valid(document: str, data):
+    """DATA (a JSON output) validates against graphstitch's shipped schema for DOCUMENT."""
+    import jsonschema
+
+    from graphstitch.schemas import shipped
+    errors = sorted(jsonschema.Draft202012Validator(shipped(document)).iter_errors(data), key=str)
+    assert not errors, f"{document} JSON does not match its schema: " + "; ".join(
+        f"{e.json_path}: {e.message[:200]}" for e in errors[:5])
+    return data

@@ -6,8 +6,8 @@ import os
 import pytest
 from conftest import SCENARIOS, marked_line
 
-from graphstitch.live import Options
-from graphstitch.target import census_target
+from graphstitch.targets import Options
+from graphstitch.live import census_target
 
 # scenario -> (sites as (line tag, GB id, events, frame skipped), graph count)
 CORPUS = {
@@ -59,8 +59,8 @@ def test_scenario_sites(name):
     # Every site carries its registry text and the full user stack ending at the site.
     for s in c.sites:
         assert s.gb_type and s.explanation
-        user = [fr for fr in s.stack if "site-packages/torch/" not in fr["file"] and "/logging/" not in fr["file"]]
-        assert user[-1]["file"] == path and user[-1]["line"] == s.line
+        user = [fr for fr in s.stack if "site-packages/torch/" not in fr.file and "/logging/" not in fr.file]
+        assert user[-1].file == path and user[-1].line == s.line
         assert s.code.strip() == open(path).read().splitlines()[s.line - 1].strip()
     if name != "sc_generator":  # a generator argument cannot be copied for an eager reference
         assert c.outputs_match_eager is True, c.output_mismatch
@@ -73,7 +73,7 @@ def test_polyfill_frame_is_never_the_site():
     # torch's, the site is the user's line that called it.
     c = run("sc_generator")
     (s,) = c.sites
-    assert "polyfills" in s.stack[-1]["file"]
+    assert "polyfills" in s.stack[-1].file
     assert s.file.endswith("sc_generator.py") and s.function == "f"
 
 
@@ -103,7 +103,7 @@ def test_sequential_child_site_is_user_forward_not_torch():
     (s,) = c.sites
     assert s.function == "forward" and s.nesting_depth == 1
     # The stack keeps torch's frames (nn.Module dispatch), the site never is one.
-    assert any("torch" in fr["file"] for fr in s.stack)
+    assert any("torch" in fr.file for fr in s.stack)
     assert "torch" not in os.path.relpath(s.file, SCENARIOS)
 
 
@@ -140,7 +140,7 @@ def test_break_events_agree_with_dynamo_counters_where_counters_are_complete(nam
     import torch
     from torch._dynamo.utils import counters
 
-    from graphstitch.target import load_factory, make_calls
+    from graphstitch.targets import load_factory, make_calls
     c = run(name)
     (fn, args, kwargs), = make_calls(load_factory(f"{SCENARIOS / name}.py:target"), name)
     torch._dynamo.reset()

@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, marked_line
+from conftest import ROOT, marked_line, assert_valid
 
 BAD = ROOT / "tests" / "targets_bad" / "bad_targets.py"
 
@@ -27,8 +27,8 @@ def test_demo_json(tmp_path):
     p = gs("census", "--demo", "--json", out)
     assert p.returncode == 0, p.stderr
     assert "Break sites, ranked by impact" in p.stdout and "GB0124" in p.stdout
-    d = json.loads(out.read_text())
-    assert d["schema_version"] == 1 and d["error"] is None
+    d = assert_valid("census", json.loads(out.read_text()))
+    assert d["schema"] == "graphstitch.census/2" and d["error"] is None
     assert d["torch_version"].startswith("2.13")
     assert {s["gb_id"] for s in d["sites"]} == {"GB0124", "GB0170", "GB0291"}
     assert d["break_events"] == sum(s["events"] for s in d["sites"])
@@ -68,7 +68,7 @@ def test_target_raising_in_eager_exit_3_with_json(tmp_path):
     out = tmp_path / "c.json"
     p = gs("census", f"{BAD}:raises_in_eager", "--json", out)
     assert_one_line_error(p, 3, "the model is broken")
-    d = json.loads(out.read_text())
+    d = assert_valid("census", json.loads(out.read_text()))
     assert d["error"]["kind"] == "eager" and d["error"]["type"] == "ValueError"
 
 
@@ -76,7 +76,7 @@ def test_segfault_keeps_partial_census(tmp_path):
     out = tmp_path / "c.json"
     p = gs("census", f"{BAD}:segfault", "--no-eager-check", "--json", out)
     assert_one_line_error(p, 3, "signal SIGABRT")
-    d = json.loads(out.read_text())
+    d = assert_valid("census", json.loads(out.read_text()))
     assert d["error"]["kind"] == "crash"
     # What was traced before the crash is still there: the print break in f, and the call to
     # os.abort (a skipped C function: a break, then run eagerly, then the crash).
@@ -88,7 +88,7 @@ def test_hang_is_bounded_by_timeout(tmp_path):
     out = tmp_path / "c.json"
     p = gs("census", f"{BAD}:hang", "--no-eager-check", "--timeout", "20", "--json", out)
     assert_one_line_error(p, 3, "did not finish within 20 s")
-    d = json.loads(out.read_text())
+    d = assert_valid("census", json.loads(out.read_text()))
     assert d["error"]["kind"] == "timeout"
     assert sorted((s["gb_id"], s["line"]) for s in d["sites"]) == \
         [("GB0007", marked_line(BAD, "SLEEP")), ("GB0059", marked_line(BAD, "BREAK"))]

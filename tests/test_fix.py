@@ -13,9 +13,11 @@ import pytest
 from conftest import marked_line
 from graphstitch.advice import PLAYBOOKS, STRATEGIES, advise, strategy_for
 from graphstitch.analysis import gb_registry
-from graphstitch.fix import apply_best, file_hash, run_fix
-from graphstitch.live import Options
-from graphstitch.target import census_subprocess, census_target
+from graphstitch.files import file_hash
+from graphstitch.fix import apply_best, run_fix
+from graphstitch.targets import Options
+from graphstitch.live import census_target
+from conftest import census_subprocess
 
 TARGETS = Path(__file__).resolve().parent / "targets_fix"
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,7 +33,7 @@ def site(gb: str, name: str, tag: str) -> str:
 
 
 def table(census) -> dict[str, tuple[bool, list[str]]]:
-    return {f["candidate"]: (f["verified"], f["why_not"]) for f in census.fixes}
+    return {f.candidate: (f.verified, f.why_not) for f in census.fixes}
 
 
 @pytest.fixture(autouse=True)
@@ -60,9 +62,9 @@ def test_advice_names_the_users_function_and_line():
     line = marked_line(TARGETS / "item_helper.py", "ITEM")
     assert [(s.gb_id, s.line) for s in c.sites] == [("GB0124", line)]
     first = c.sites[0].advice[0]
-    assert first["strategy"] == "config" and "before" in first and "after" in first
-    assert f"normalize() at item_helper.py:{line}" in first["summary"]
-    assert c.to_dict()["sites"][0]["advice"][0]["summary"] == first["summary"]
+    assert first.strategy == "config" and first.before and first.after
+    assert f"normalize() at item_helper.py:{line}" in first.summary
+    assert c.to_dict()["sites"][0]["advice"][0]["summary"] == first.summary
 
 
 # ----------------------------------------------------------------------------- trials
@@ -78,10 +80,10 @@ def test_item_config_and_opaque_ops_verify_nonstrict_moves_disable_moves():
         "disable on normalize()": (False, [f"moved, not removed: new site GB0098 {call}"]),
         "nonstrict_trace on normalize()": (False, ["site still present", f"moved, not removed: new site GB0251 {call}"]),
     }
-    assert {f["site"] for f in c.fixes} == {site("GB0124", "item_helper", "ITEM")}
+    assert {f.label for f in c.fixes} == {site("GB0124", "item_helper", "ITEM")}
     best = c.fixes[0]  # ranked: fewest graphs, then least invasive
-    assert best["candidate"] == "config capture_scalar_outputs=True"
-    assert best["before"]["graphs"] > best["after"]["graphs"] == 1 and best["outputs_match"]
+    assert best.candidate == "config capture_scalar_outputs=True"
+    assert best.before.graphs > best.after.graphs == 1 and best.outputs_match
     # --diff: the config line goes after the target file's imports
     diff, ok = apply_best(c, f"{TARGETS}/item_helper.py:factory", OPTS, write=False)
     assert ok and "+torch._dynamo.config.capture_scalar_outputs = True  # graphstitch fix\n" in diff
@@ -94,10 +96,10 @@ def test_nonstrict_trace_around_data_dependent_if_moves_the_break():
     c = run_fix(f"{TARGETS}/branch_helper.py:factory", OPTS, kinds={"nonstrict_trace"})
     (f,) = c.fixes
     call = f"{rel('branch_helper')}:{marked_line(TARGETS / 'branch_helper.py', 'CALL')}"
-    assert f["site"] == site("GB0170", "branch_helper", "BRANCH")
-    assert not f["verified"] and not f["site_gone"]
-    assert f["new_sites"] == [f"GB0251 {call}"]
-    assert f["why_not"] == ["site still present", f"moved, not removed: new site GB0251 {call}"]
+    assert f.label == site("GB0170", "branch_helper", "BRANCH")
+    assert not f.verified and not f.site_gone
+    assert f.new_sites == [f"GB0251 {call}"]
+    assert f.why_not == ["site still present", f"moved, not removed: new site GB0251 {call}"]
 
 
 @pytest.mark.slow
@@ -113,7 +115,7 @@ def test_lost_print_is_never_verified():
         "allow_in_graph on show()": (False, lost),
     }
     for f in c.fixes:
-        assert f["site_gone"] and f["outputs_match"] and f["new_sites"] == []
+        assert f.site_gone and f.outputs_match and f.new_sites == []
 
 
 @pytest.mark.slow
@@ -121,9 +123,9 @@ def test_hatch_that_changes_outputs_is_rejected():
     # leaf_function runs `scaled` before Dynamo replays the caller's STATE store
     c = run_fix(f"{TARGETS}/print_state.py:factory", OPTS, kinds={"leaf_function"})
     (f,) = c.fixes
-    assert f["site"] == site("GB0059", "print_state", "PRINT")
-    assert f["site_gone"] and not f["verified"] and not f["outputs_match"]
-    assert f["why_not"] == ["outputs differ from eager: call 0: out: Tensor-likes are not close!"]
+    assert f.label == site("GB0059", "print_state", "PRINT")
+    assert f.site_gone and not f.verified and not f.outputs_match
+    assert f.why_not == ["outputs differ from eager: call 0: out: Tensor-likes are not close!"]
 
 
 # ----------------------------------------------------------------------------- patches
@@ -147,14 +149,13 @@ def test_diff_then_refusals(skipped_copy, monkeypatch):
     proj, c = skipped_copy
     path = proj / "skipped_helper.py"
     (f,) = c.fixes
-    assert f["verified"] and f["candidate"] == "nonstrict_trace on salted()"
+    assert f.verified and f.candidate == "nonstrict_trace on salted()"
     monkeypatch.chdir(proj)
     diff, ok = apply_best(c, "skipped_helper.py:factory", OPTS, write=False)
     assert ok and "+@torch._dynamo.nonstrict_trace  # graphstitch fix\n def salted(h):" in diff
-    # outside the project: refused, nothing written
-    monkeypatch.chdir(ROOT)
-    msg, ok = apply_best(c, f"{path}:factory", OPTS, write=True)
-    assert not ok and "not under the current project" in msg
+    # outside the target's project (another project's file, an installed package): refused
+    from graphstitch.fix.patches import refuse_reason
+    assert "not inside the project" in refuse_reason(str(path), file_hash(str(path)), str(ROOT))
     # changed since the census: refused, nothing written
     monkeypatch.chdir(proj)
     original = path.read_text()
@@ -174,8 +175,8 @@ def test_apply_refuses_when_the_patched_copy_does_not_verify(skipped_copy, monke
     import copy
     proj, c = skipped_copy
     stale = copy.deepcopy(c)
-    stale.fixes[0]["patches"]["wrap"]["how"] = "disable"
-    stale.fixes[0]["kind"] = "disable"
+    stale.fixes[0].patches.wrap.how = "disable"
+    stale.fixes[0].kind = "disable"
     path = proj / "skipped_helper.py"
     before = path.read_text()
     monkeypatch.chdir(proj)
@@ -191,7 +192,7 @@ def test_apply_reverifies_writes_and_keeps_a_backup(skipped_copy, monkeypatch):
     proj, c = skipped_copy
     path = proj / "skipped_helper.py"
     original = path.read_text()
-    assert file_hash(str(path)) == c.checks["source_sha256"][os.path.realpath(path)]
+    assert file_hash(str(path)) == c.source_sha256[os.path.realpath(path)]
     monkeypatch.chdir(proj)
     msg, ok = apply_best(c, "skipped_helper.py:factory", OPTS, write=True)
     assert ok, msg
@@ -207,5 +208,5 @@ def test_fix_cli_help_and_bad_target(tmp_path):
     r = CliRunner().invoke(main, ["fix", "--help"])
     assert r.exit_code == 0 and "VERIFIED only if its site is gone" in r.output and "Exit codes" in r.output
     r = CliRunner().invoke(main, ["fix", f"{tmp_path}/missing.py:factory", "-j", "1"])
-    assert r.exit_code == 2 and "must be an existing PATH.py:FACTORY" in r.output
+    assert r.exit_code == 2 and "target file not found" in r.output and "Traceback" not in r.output
 

@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, assert_valid
 
 pytestmark = pytest.mark.slow
 
@@ -16,12 +16,12 @@ def test_measure_reports_before_after_and_speedup_for_verified_fixes(tmp_path):
                         "--candidate", "config", "--measure", "--json", str(out)],
                        capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-2000:]
-    fixes = json.loads(out.read_text())["fixes"]
+    fixes = assert_valid("fix", json.loads(out.read_text()))["fixes"]
     verified = [f for f in fixes if f["verified"]]
-    assert verified and all("measure" in f for f in verified)
-    assert not any("measure" in f for f in fixes if not f["verified"])
+    assert verified and all(f["measure"] for f in verified)
+    assert not any(f["measure"] for f in fixes if not f["verified"])
     m = verified[0]["measure"]
-    assert m["backend"] == "aot_eager" and "error" not in m
+    assert m["backend"] == "aot_eager" and m["error"] is None
     for side in ("before", "after"):
         assert m[side]["median_s"] > 0 and m[side]["samples"] >= 3 and m[side]["q1_s"] <= m[side]["q3_s"]
     assert m["speedup"] == pytest.approx(m["before"]["median_s"] / m["after"]["median_s"])

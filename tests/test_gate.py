@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from conftest import marked_line
+from conftest import marked_line, assert_valid
 from graphstitch.cli import main
 
 TARGET_SRC = Path(__file__).parent / "targets_gate" / "gt_model.py"
@@ -31,11 +31,13 @@ def test_ratchet_up_and_down(proj, monkeypatch):
     # The first baseline goes through the default (subprocess) runner.
     r = CliRunner().invoke(main, ["check", SPEC, "--baseline", "base.json", "--update"])
     assert r.exit_code == 0, r.output
-    base = json.loads((proj / "base.json").read_text())
+    base = assert_valid("baseline", json.loads((proj / "base.json").read_text()))
     assert base["torch_version"] and base["graphstitch_version"]
     item_line = marked_line(proj / "gt_model.py", "ITEM")
     [site] = base["targets"][SPEC]["sites"]
-    assert (site["gb_id"], site["file"], site["line"], site["function"]) == ("GB0124", "gt_model.py", item_line, "body")
+    assert (site["id"]["gb_id"], site["id"]["path"], site["line"], site["id"]["function"]) == \
+        ("GB0124", "gt_model.py", item_line, "body")
+    assert site["id"]["code"] == "s = y.sum().item() # ITEM"   # whitespace-normalized source text
     assert base["targets"][SPEC]["graph_count"] == 2
     assert (proj / "base.json").read_text() == json.dumps(base, indent=2, sort_keys=True) + "\n"
 
@@ -123,7 +125,7 @@ def test_budgets_from_cli_and_pyproject(proj):
 
 def test_other_torch_version_warns_and_still_compares(proj, monkeypatch):
     assert check("--update").exit_code == 0
-    base = json.loads((proj / "base.json").read_text())
+    base = assert_valid("baseline", json.loads((proj / "base.json").read_text()))
     base["torch_version"] = "2.99.0"
     base["targets"][SPEC]["sites"][0]["gb_id"] = "GB9999"   # a renumbered break still matches by line text
     (proj / "base.json").write_text(json.dumps(base))

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from conftest import marked_line
+from conftest import marked_line, assert_valid
 from graphstitch.cli import main
 from graphstitch.guards import cache_entries, normalize_guards
 
@@ -16,13 +16,13 @@ TARGETS = Path(__file__).parent / "targets_guards" / "gd_targets.py"
 def guards(tmp_path, factory, *args):
     out = tmp_path / "g.json"
     r = CliRunner().invoke(main, ["guards", f"{TARGETS}:{factory}", "--json", str(out), *args])
-    return r, (json.loads(out.read_text()) if out.exists() else None)
+    return r, (assert_valid("guards", json.loads(out.read_text())) if out.exists() else None)
 
 
 def test_repeat_stable(tmp_path):
     r, d = guards(tmp_path, "make_stable", "--repeat", "3")
     assert r.exit_code == 0, r.output
-    assert d["ok"] and d["recompiles"] == [] and d["recompile_limit_hit"] == [] and d["recompile_limit"] == 8
+    assert d["ok"] and d["recompiles"] == [] and d["recompile_limit_hit"] == [] and d["run"]["recompile_limit"] == 8
     [frame] = d["cache_entries"]
     assert frame["function"] == "stable" and frame["compile_ids"] == ["0/0"]
 
@@ -45,7 +45,7 @@ def test_recompiles_every_call(tmp_path):
 def test_recompile_limit_hit(tmp_path):
     r, d = guards(tmp_path, "make_counter", "--repeat", "5", "--no-eager-check", "--recompile-limit", "2")
     assert r.exit_code == 1, r.output
-    assert d["recompile_limit"] == 2
+    assert d["run"]["recompile_limit"] == 2
     assert d["recompile_limit_hit"] == ["forward (0/2)"]
     assert "recompile_limit (2) hit: forward (0/2) silently runs eagerly" in r.output
     import torch._dynamo
@@ -55,7 +55,7 @@ def test_recompile_limit_hit(tmp_path):
 def test_vary_generalizes_after_one_recompile(tmp_path):
     r, d = guards(tmp_path, "make_reduce", "--vary", "x:0")
     assert r.exit_code == 0, r.output
-    assert d["sizes"] == [4, 5, 6, 7] and d["generalized"] is True
+    assert d["run"]["sizes"] == [4, 5, 6, 7] and d["generalized"] is True
     [cause] = d["recompiles"]
     assert cause["reason"] == "tensor 'x' size mismatch at index 0" and cause["count"] == 1
     assert any("mark_dynamic(x, 0)" in a for a in cause["advice"])
@@ -67,7 +67,7 @@ def test_vary_generalizes_after_one_recompile(tmp_path):
 def test_vary_without_dynamic_does_not_generalize(tmp_path):
     r, d = guards(tmp_path, "make_reduce", "--vary", "0", "--sizes", "3,5,6", "--dynamic", "false")
     assert r.exit_code == 1, r.output
-    assert d["generalized"] is False and d["vary"] == "x:0"
+    assert d["generalized"] is False and d["run"]["vary"] == "x:0"
     assert d["recompiles"][0]["count"] == 2
     assert "did not generalize: a frame compiled 3 times over sizes [3, 5, 6]" in r.output
 
@@ -86,8 +86,8 @@ def test_usage_errors(tmp_path, args, msg):
 
 @pytest.mark.slow
 def test_guard_text_normalized_across_processes():
-    from graphstitch.target import Options
-    from graphstitch.target import census_subprocess
+    from graphstitch.targets import Options
+    from conftest import census_subprocess
     a, _ = census_subprocess(f"{TARGETS}:make_counter", Options(check_eager=False))
     b, _ = census_subprocess(f"{TARGETS}:make_counter", Options(check_eager=False))
     raw_a, raw_b = a.guards["0/0"], b.guards["0/0"]
@@ -100,7 +100,7 @@ def test_guard_text_normalized_across_processes():
 def test_factory_of_closures_gets_isolate_recompiles_advice(tmp_path):
     r, d = guards(tmp_path, "make_closures", "--repeat", "2")
     assert r.exit_code == 1, r.output
-    assert d["shared_code"] == ["scaled"]
+    assert d["run"]["shared_code"] == ["scaled"]
     assert "isolate_recompiles=True" in d["shared_code_advice"]
     [cause] = d["recompiles"]
     assert cause["reason"] == "scale == <value>"

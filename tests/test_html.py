@@ -1,5 +1,6 @@
 """The HTML report (escaping, content, a real headless browser) and `graphstitch run`."""
 
+import copy
 import json
 import os
 import re
@@ -10,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, marked_line
-from graphstitch.html import highlight, render_html, write_html
-from graphstitch.live import Options
-from graphstitch.target import census_subprocess
+from conftest import ROOT, marked_line, assert_valid
+from graphstitch.render.html import highlight, render_html, write_html
+from graphstitch.targets import Options
+from conftest import census_subprocess
 from graphstitch.traces import censuses_from_path, trace_files
 
 TARGETS = Path(__file__).resolve().parent / "targets_traces"
@@ -53,12 +54,19 @@ def _hostile_checks(c):
 
 
 def test_hostile_strings_are_escaped(hostile):
+    from graphstitch.advice import advise
+    from graphstitch.ranks import compare_ranks
     c, _ = hostile
     _hostile_checks(c)
-    assert HOSTILE in c.error["message"]
-    c.sites[0].advice = [{"strategy": HOSTILE, "summary": HOSTILE}]
-    c.fixes = [{"site": c.sites[0].location, "candidate": HOSTILE, "verified": True, "why_not": HOSTILE}]
-    html = render_html(c, symmetry={"symmetric": False, "divergences": [{"message": HOSTILE}]})
+    assert HOSTILE in c.error.message
+    advise(c)
+    assert any(HOSTILE in a.summary for s in c.sites for a in s.advice)  # advice names the function
+    # The symmetry box of two "ranks": the same census, one without the hostile site.
+    other = copy.deepcopy(c)
+    other.sites = [s for s in other.sites if s.function != HOSTILE]
+    symmetry = compare_ranks({0: c, 1: other})
+    assert any(HOSTILE in d.message for d in symmetry.divergences)
+    html = render_html({0: c, 1: other}, symmetry=symmetry)
     assert HOSTILE not in html and "<img" not in html and "<b>bold" not in html
     assert html.count("&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt;") >= 5
     assert len(re.findall(r"<script>", html)) == 1  # only our own inline script
@@ -66,17 +74,15 @@ def test_hostile_strings_are_escaped(hostile):
 
 
 def test_highlight_escapes_and_marks_tokens():
-    h = str(highlight('if x < 1: print("<b>")  # <i>'))
-    assert '<span class="t-kw">if</span>' in h and '<span class="t-bi">print</span>' in h
-    assert "&lt;b&gt;" in h and "<b>" not in h and '<span class="t-com"># &lt;i&gt;</span>' in h
+    h = str(highlight('if x < 1: print("<b>")  # <i>'))  # pygments' token classes, prefixed
+    assert '<span class="tok-k">if</span>' in h and '<span class="tok-nb">print</span>' in h
+    assert "&lt;b&gt;" in h and "<b>" not in h and '<span class="tok-c1"># &lt;i&gt;</span>' in h
 
 
-def test_report_content_advice_fixes_and_source(mixed, tmp_path):
-    c = mixed
+def test_report_content_advice_and_source(mixed, tmp_path):
+    from graphstitch.advice import advise
+    c = advise(mixed)
     nested = marked_line(TARGETS / "tr_mixed.py", "TR_NESTED")
-    c.sites[0].advice = [{"strategy": "reorderable_logging", "summary": "allow print in the graph"}]
-    c.fixes = [{"site": c.sites[0].location, "candidate": "torch._dynamo.config.reorderable_logging_functions",
-                "verified": True, "why_not": None}]
     out = tmp_path / "r.html"
     write_html(c, out)
     html = out.read_text()
@@ -84,9 +90,29 @@ def test_report_content_advice_fixes_and_source(mixed, tmp_path):
         assert f'<div class="k">{k}' in html
     assert html.count('<tr class="site"') == len(c.sites) == 3
     assert f'<span class="ln hit"><span class="n">{nested}</span>' in html  # highlighted source from disk
-    assert "allow print in the graph" in html and "verified fix" in html
+    assert all(f"{s.advice[0].strategy}" in html for s in c.sites) and "verified fix" not in html
     assert "tensor &#39;x&#39; size mismatch at index 0" in html
     assert html.count("<svg") == 2 and 'class="chart"' in html and 'class="timeline"' in html
+
+
+@pytest.mark.slow
+def test_fix_html_shows_each_verified_fix_under_its_site(tmp_path, monkeypatch):
+    """`fix --html` end to end: the trials `fix` ran, rendered under the sites they fix
+    (also for a target under the working directory, given by a relative path)."""
+    monkeypatch.chdir(ROOT)
+    out, js = tmp_path / "fix.html", tmp_path / "fix.json"
+    r = subprocess.run([PY, "-m", "graphstitch", "fix", "tests/targets_fix/item_helper.py:factory", "-j", "2",
+                        "--candidate", "config", "--candidate", "disable", "--html", str(out), "--json", str(js)],
+                       env=ENV, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    fixes = assert_valid("fix", json.loads(js.read_text()))["fixes"]
+    assert {(f["candidate"], f["verified"]) for f in fixes} == {("config capture_scalar_outputs=True", True),
+                                                                 ("disable on normalize()", False)}
+    html = out.read_text()
+    row = html.index('<tr class="site"')
+    detail = html[row:html.index("</tr>", html.index('<tr class="detail"', row))]
+    assert '<span class="tag ok">verified fix</span> <code>config capture_scalar_outputs=True</code>' in detail
+    assert "disable on normalize()</code> · moved, not removed: new site GB0098" in detail
 
 
 @pytest.mark.slow
@@ -197,7 +223,7 @@ def test_run_keeps_argv_exit_code_and_output(tmp_path):
     assert r.returncode == 7, r.stderr[-2000:]
     assert "script done argv=['7', '--not-ours']" in r.stdout  # its own argv, its stdout passed through
     assert r.stdout.index("script done") < r.stdout.index("graphstitch census")
-    d = json.loads((tmp_path / "r.json").read_text())
+    d = assert_valid("census", json.loads((tmp_path / "r.json").read_text()))
     assert [(s["gb_id"], s["line"]) for s in d["sites"]] == [
         ("GB0059", marked_line(TARGETS / "tr_mixed.py", "TR_NESTED")),
         ("GB0059", marked_line(TARGETS / "tr_mixed.py", "TR_PRINT")),
@@ -212,7 +238,7 @@ def test_run_crash_still_gives_the_census(tmp_path):
     r = _run(tmp_path, str(TARGETS / "tr_mixed.py"), "99")
     assert r.returncode == 1
     assert "RuntimeError: boom" in r.stderr and "Traceback" in r.stderr  # like python would print it
-    d = json.loads((tmp_path / "r.json").read_text())
+    d = assert_valid("census", json.loads((tmp_path / "r.json").read_text()))
     assert d["break_site_count"] == 3 and d["error"]["kind"] == "script" and d["error"]["message"] == "boom"
     assert d["error"]["where"].endswith(f"tr_mixed.py:{marked_line(TARGETS / 'tr_mixed.py', 'TR_CRASH')}")
 
@@ -222,7 +248,7 @@ def test_run_segfault_still_gives_the_census(tmp_path):
     r = _run(tmp_path, str(TARGETS / "tr_segv.py"))
     assert r.returncode == 128 + 11
     assert "before the crash" in r.stdout and "break sites 1" in r.stdout
-    d = json.loads((tmp_path / "r.json").read_text())
+    d = assert_valid("census", json.loads((tmp_path / "r.json").read_text()))
     assert [(s["gb_id"], s["line"]) for s in d["sites"]] == [("GB0059", marked_line(TARGETS / "tr_segv.py", "TR_SEGV"))]
     assert d["error"]["kind"] == "crash" and "SIGSEGV" in d["error"]["message"]
 

@@ -5,7 +5,8 @@ import linecache
 import pytest
 from conftest import SCENARIOS
 
-from graphstitch.target import Options, census_target
+from graphstitch.targets import Options
+from graphstitch.live import census_target
 
 pytest.importorskip("transformers")
 pytestmark = pytest.mark.slow

@@ -16,10 +16,12 @@ import pytest
 import torch
 from torch import nn
 
-from conftest import ROOT, marked_line
+from conftest import ROOT, marked_line, assert_valid
 from graphstitch.demo import Block
-from graphstitch.perf import compare_alternating, find_blocks
-from graphstitch.target import TargetError
+from graphstitch.jsonio import to_json
+from graphstitch.perf import compare_alternating
+from graphstitch.perf.measure import find_blocks
+from graphstitch.targets import TargetError
 
 TARGETS = Path(__file__).resolve().parent / "targets_perf"
 MODELS = TARGETS / "perf_models.py"
@@ -95,8 +97,8 @@ def test_regional_compile_matches_eager_without_recompiles():
 
 def test_compare_alternating_reports_medians_spreads_and_ratio():
     big, small = torch.randn(192, 192), torch.randn(4, 4)
-    res = compare_alternating(lambda m: m @ m @ m, lambda m: m + 1, [((big,), {}), (small,)],
-                              repeats=6, warmup=1, max_seconds=10)
+    res = to_json(compare_alternating(lambda m: m @ m @ m, lambda m: m + 1, [((big,), {}), (small,)],
+                                      repeats=6, warmup=1, max_seconds=10))
     assert res["device"] == "cpu" and res["rounds"] >= 6
     for side in ("a", "b"):
         s = res[side]
@@ -130,7 +132,7 @@ def test_perf_regional_json_has_every_field(tmp_path):
     r = run_cli("perf", f"{MODELS}:breaky_stack", "--backend", "aot_eager", "--regional", "--repeats", "5",
                 "--max-seconds", "3", "--json", str(out), "--svg", str(svg), "--html", str(tmp_path / "perf.html"))
     assert r.returncode == 0, r.stderr
-    d = json.loads(out.read_text())
+    d = assert_valid("perf", json.loads(out.read_text()))
     assert set(d) == {"schema", "target", "backend", "device", "torch_version", "repeats", "warmup", "latency_run",
                       "memory_kind", "census", "census_backend", "eager", "whole", "regional", "ratios",
                       "winner", "nested_compile_region_available"}
@@ -145,7 +147,7 @@ def test_perf_regional_json_has_every_field(tmp_path):
     assert (site["file"], site["line"]) == (str(MODELS), marked_line(MODELS, "PERF_BREAK"))
     assert site["gb_id"] == "GB0059"  # print()
     # regional: 4 blocks, one graph they share, no recompile, no break
-    assert d["regional"]["block"] == {"path": "blocks", "class": "Block", "count": 4}
+    assert d["regional"]["block"] == {"path": "blocks", "class_name": "Block", "count": 4}
     assert d["regional"]["census"]["graph_count"] == 1
     assert d["regional"]["census"]["recompile_count"] == 0 and d["regional"]["census"]["sites"] == []
     r_ = d["ratios"]
@@ -178,7 +180,7 @@ def test_perf_inductor_regional(tmp_path):
     r = run_cli("perf", f"{MODELS}:stack", "--regional", "--repeats", "5", "--max-seconds", "5",
                 "--json", str(out), timeout=600)
     assert r.returncode == 0, r.stderr
-    d = json.loads(out.read_text())
+    d = assert_valid("perf", json.loads(out.read_text()))
     assert d["backend"] == "inductor"
     check_variant(d["whole"]), check_variant(d["regional"])
     assert d["regional"]["census"]["recompile_count"] == 0
@@ -190,7 +192,7 @@ def test_perf_target_that_fails_eagerly_exits_3_and_keeps_the_json(tmp_path):
     out = tmp_path / "perf.json"
     r = run_cli("perf", f"{MODELS}:fails_eagerly", "--backend", "eager", "--json", str(out))
     assert r.returncode == 3 and "eager run failed (eager): boom" in r.stderr and "Traceback" not in r.stderr
-    d = json.loads(out.read_text())
+    d = assert_valid("perf", json.loads(out.read_text()))
     assert d["eager"]["error"]["type"] == "ValueError" and d["whole"] is None and d["regional"] is None
     assert d["eager"]["error"]["where"] == f"{MODELS}:{marked_line(MODELS, 'PERF_FAIL')}"
     assert d["census"]["error"]["kind"] == "eager"

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, marked_line
+from conftest import ROOT, marked_line, assert_valid
+from graphstitch.jsonio import to_json
 from graphstitch.ranks import compare_ranks, censuses_from_rank_files
 
 TARGETS = Path(__file__).resolve().parent / "targets_ranks"
@@ -29,7 +30,7 @@ def run_ranks_cli(target, tmp_path, *extra, env=None):
                        env=e, capture_output=True, text=True, timeout=240)
     wall = time.monotonic() - t0
     assert out.exists(), p.stdout + p.stderr
-    return p.returncode, json.loads(out.read_text()), wall, p
+    return p.returncode, assert_valid("ranks", json.loads(out.read_text())), wall, p
 
 
 def left_behind(tmp_path) -> list[str]:
@@ -97,11 +98,11 @@ def test_print_on_rank_1_only_is_the_first_divergence_at_that_line(tmp_path):
     # from graphstitch's per-rank record files and from torch's TORCH_TRACE files.
     live = _projection(doc)
     mine = censuses_from_rank_files({int(r): f for r, f in doc["run"]["rank_files"].items()})
-    assert _projection(json.loads(json.dumps(compare_ranks(mine)))) == live
+    assert _projection(to_json(compare_ranks(mine))) == live
     torch_files = {r: glob.glob(str(trace / f"*rank_{r}_*.log")) for r in (0, 1)}
     assert all(len(f) == 1 for f in torch_files.values()), torch_files
     theirs = censuses_from_rank_files({r: f[0] for r, f in torch_files.items()})
-    assert _projection(json.loads(json.dumps(compare_ranks(theirs)))) == live
+    assert _projection(to_json(compare_ranks(theirs))) == live
 
 
 def _projection(doc):
@@ -178,7 +179,7 @@ def test_script_mode_passes_arguments_and_names_the_divergent_line(tmp_path):
     p = subprocess.run([sys.executable, "-m", "graphstitch", "ranks", "--script", str(path), "--json", str(out),
                         "--", "--steps", "2", "--log-rank", "1"], env=e, capture_output=True, text=True, timeout=240)
     assert p.returncode == 1, p.stderr
-    doc = json.loads(out.read_text())
+    doc = assert_valid("ranks", json.loads(out.read_text()))
     first = doc["divergences"][0]
     assert (first["kind"], first["ranks"], first["file"], first["line"]) == \
         ("break_site", [1], str(path), marked_line(path, "SCRIPT_PRINT"))
@@ -205,7 +206,7 @@ def test_three_ranks_in_process_name_the_odd_rank_and_order_cause_first():
     x = torch.ones(4)
     quiet = graphstitch.census_calls(step, [((x, True, False), {})])
     c = {0: quiet, 1: graphstitch.census_calls(step, [((x, True, True), {})]), 2: quiet}
-    result = compare_ranks(c)
+    result = to_json(compare_ranks(c))
     assert result["symmetric"] is False
     kinds = [(d["kind"], d["ranks"], d["other_ranks"], d["line"]) for d in result["divergences"][:2]]
     assert kinds == [("break_site", [1], [0, 2], marked_line(path, "LOOP_PRINT")),
@@ -214,10 +215,10 @@ def test_three_ranks_in_process_name_the_odd_rank_and_order_cause_first():
 
     # Same site on every rank, but rank 2 recompiles (another shape) and meets it again.
     again = graphstitch.census_calls(step, [((x, True, False), {}), ((torch.ones(8), True, False), {})])
-    result = compare_ranks({0: quiet, 1: quiet, 2: again})
+    result = to_json(compare_ranks({0: quiet, 1: quiet, 2: again}))
     got = {d["kind"]: d for d in result["divergences"]}
     assert set(got) >= {"recompile", "break_events"}
     assert got["recompile"]["ranks"] == [2] and got["recompile"]["reason"] == "tensor 'x' size mismatch at index 0"
     assert got["break_events"]["line"] == marked_line(path, "LOUD_PRINT")
-    assert got["break_events"]["events"] == {0: 1, 1: 1, 2: 2}
+    assert got["break_events"]["events"] == {"0": 1, "1": 1, "2": 2}
     assert result["divergences"][0]["kind"] == "recompile"

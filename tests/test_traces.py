@@ -11,10 +11,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import ROOT, marked_line
-from graphstitch.live import Options
+from conftest import ROOT, marked_line, assert_valid
+from graphstitch.targets import Options
 from graphstitch.records import Decoder, iter_trace_records
-from graphstitch.target import census_subprocess
+from conftest import census_subprocess
 from graphstitch.traces import (TraceError, census_from_files, census_from_trace,
                                 censuses_from_path, trace_files)
 
@@ -64,7 +64,7 @@ def test_trace_census_equals_live_census(name, tmp_path, monkeypatch):
     assert _summary(t) == _summary(live)
     assert t.graph_count == live.graph_count and t.break_events == live.break_events
     assert t.torch_version == live.torch_version
-    assert t.trace_stats["malformed"] == 0 and t.trace_stats["records"] > 0
+    assert t.trace_stats.malformed == 0 and t.trace_stats.records > 0
     if name == "mixed":
         assert [(r.reason, r.count) for r in t.recompiles] == [("tensor 'x' size mismatch at index 0", 5)]
     if name == "loop_item":
@@ -102,7 +102,7 @@ def test_reading_a_trace_needs_no_torch(mixed_trace, tmp_path):
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "break sites 3" in r.stdout and "TR_DATADEP" in r.stdout
-    d = json.loads(js.read_text())
+    d = assert_valid("census", json.loads(js.read_text()))
     assert d["graph_count"] == 8 and d["break_site_count"] == 3 and d["break_events"] == 7
     assert "Data-dependent branching" in html.read_text()
 
@@ -132,7 +132,7 @@ def test_malformed_truncated_and_unknown_lines_are_skipped_and_counted(mixed_tra
     out = tmp_path / "dedicated_log_torch_trace_bad.log"
     out.write_text("".join(bad))
     c = census_from_trace(out)
-    assert c.trace_stats["malformed"] == 4
+    assert c.trace_stats.malformed == 4
     clean = census_from_trace(f)
     assert _summary(c)["graphs"] == _summary(clean)["graphs"]
     assert _site_keys(c)[:3] == _site_keys(clean)
@@ -184,7 +184,7 @@ def test_multi_rank_directory_is_grouped_by_rank(tmp_path):
                        env=ENV, capture_output=True, text=True, timeout=120)
     # The ranks diverge (rank 1 breaks once more): trace runs the same comparison as `ranks`.
     assert r.returncode == 1 and "2 ranks" in r.stdout and "showing rank 1" in r.stdout
-    doc = json.loads((tmp_path / "r.json").read_text())
+    doc = assert_valid("trace", json.loads((tmp_path / "r.json").read_text()))
     assert [doc["ranks"][k]["break_site_count"] for k in ("0", "1")] == [1, 2]
     sym = doc["symmetry"]
     assert sym["symmetric"] is False
@@ -200,7 +200,7 @@ def test_several_processes_of_one_rank_keep_their_frames_apart(mixed_trace, tmp_
     assert list(cs) == [3]
     c = cs[3]
     one = census_from_trace(f)
-    assert c.graph_count == 2 * one.graph_count and c.trace_stats["files"] == 2
+    assert c.graph_count == 2 * one.graph_count and c.trace_stats.files == 2
     assert [s.events for s in c.sites] == [2 * s.events for s in one.sites]
     assert {g.compile_id.split(":")[0] for g in c.graphs} == {"p0", "p1"}
 

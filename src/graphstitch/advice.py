@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import os
 import re
-import sysconfig
+from typing import Any
 
-from .analysis import Census, Site, gb_registry, is_torch_file
+from .analysis import gb_registry
+from .model import Advice, Census, Site
+from .paths import is_library
 
 # Strategy families, in the words the advice shows.
 STRATEGIES = {
@@ -48,12 +50,12 @@ _RULES: list[tuple[str, str]] = [
 ]
 
 
-def _registry_text(entry: dict) -> str:
+def _registry_text(entry: dict[str, Any]) -> str:
     hints = " ".join(entry.get("Hints") or [])
     return f"{entry.get('Gb_type', '')} {entry.get('Explanation', '')} {hints}".lower()
 
 
-def strategy_for(gb_id: str, entry: dict | None = None) -> str:
+def strategy_for(gb_id: str, entry: dict[str, Any] | None = None) -> str:
     """The strategy family of a GB id: the playbook's if curated, else from its text."""
     if gb_id in PLAYBOOKS:
         return PLAYBOOKS[gb_id]["strategy"]
@@ -64,13 +66,13 @@ def strategy_for(gb_id: str, entry: dict | None = None) -> str:
     return "rewrite"
 
 
-def _p(strategy: str, cause: str, before: str, after: str, more: tuple[str, ...] = ()) -> dict:
+def _p(strategy: str, cause: str, before: str, after: str, more: tuple[str, ...] = ()) -> dict[str, Any]:
     return {"strategy": strategy, "cause": cause, "before": before, "after": after, "more": list(more)}
 
 
 # Curated playbooks for the ids real models break on most (ids checked against torch 2.13's
 # graph_break_registry.json).
-PLAYBOOKS: dict[str, dict] = {
+PLAYBOOKS: dict[str, dict[str, Any]] = {
     "GB0124": _p("config", "`.item()` turns a tensor into a Python number; by default Dynamo stops the graph there.",
                  "scale = h.abs().mean().item()\nreturn h / scale",
                  "torch._dynamo.config.capture_scalar_outputs = True   # or keep it a tensor:\nscale = h.abs().mean()\nreturn h / scale",
@@ -167,56 +169,81 @@ PLAYBOOKS: dict[str, dict] = {
 }
 
 
-def _library(path: str) -> bool:
-    real = os.path.realpath(path)
-    roots = {os.path.realpath(sysconfig.get_paths()[k]) for k in ("stdlib", "purelib", "platlib")}
-    return is_torch_file(path) or any(real.startswith(r + os.sep) for r in roots)
-
-
 def _where(site: Site) -> str:
     """The user's own function and line: a site inside a library (logging, a package) is
     named by the innermost frame of the user's code that called into it."""
     here = f"{site.function}() at {os.path.basename(site.file)}:{site.line}"
-    if not _library(site.file):
+    if not is_library(site.file):
         return here
-    mine = [fr for fr in site.stack if not _library(fr.get("file", ""))]
+    mine = [fr for fr in site.stack if not is_library(fr.file)]
     if not mine:
         return here
     fr = mine[-1]
-    return f"{fr['function']}() at {os.path.basename(fr['file'])}:{fr['line']} (inside {here})"
+    return f"{fr.function}() at {os.path.basename(fr.file)}:{fr.line} (inside {here})"
 
 
-def advice_for(site: Site) -> list[dict]:
+def advice_for(site: Site) -> list[Advice]:
     """Advice for one site, the first entry naming the user's own function and line."""
     gid = site.gb_id
     entry = gb_registry().get(gid, {})
     where = _where(site)
     book = PLAYBOOKS.get(gid)
     fam = strategy_for(gid, entry)
-    out: list[dict] = []
+    out: list[Advice] = []
     if book is not None:
-        out.append({"strategy": fam, "summary": f"In {where}: {book['cause']} Try: {book['after'].splitlines()[0].split('  #')[0].strip()}",
-                    "detail": book["cause"], "before": book["before"], "after": book["after"],
-                    "curated": True})
+        first = book["after"].splitlines()[0].split("  #")[0].strip()
+        out.append(Advice(fam, f"In {where}: {book['cause']} Try: {first}", book["cause"],
+                          book["before"], book["after"], curated=True))
         for alt in book["more"]:
-            out.append({"strategy": alt, "summary": f"Alternative for {where}: {STRATEGIES[alt]}.",
-                        "detail": STRATEGIES[alt], "curated": True})
+            out.append(Advice(alt, f"Alternative for {where}: {STRATEGIES[alt]}.", STRATEGIES[alt], curated=True))
     else:
         text = site.explanation or entry.get("Explanation", "") or site.gb_type
         hints = site.hints or list(entry.get("Hints") or [])
-        out.append({"strategy": fam,
-                    "summary": f"In {where}: {site.gb_type or entry.get('Gb_type', gid)}. Try {STRATEGIES[fam]}.",
-                    "detail": " ".join([text] + hints).strip(), "curated": False})
+        out.append(Advice(fam, f"In {where}: {site.gb_type or entry.get('Gb_type', gid)}. Try {STRATEGIES[fam]}.",
+                          " ".join([text] + hints).strip()))
     if site.frame_skipped and gid != "GB7000":
-        out.insert(0, {"strategy": "rewrite",
-                       "summary": f"In {where}: this break is inside a loop, so the whole frame ran eager; "
-                                  "fixing it (or moving it out of the loop) matters most.",
-                       "detail": PLAYBOOKS["GB7000"]["cause"], "curated": True})
+        out.insert(0, Advice("rewrite", f"In {where}: this break is inside a loop, so the whole frame ran eager; "
+                                        "fixing it (or moving it out of the loop) matters most.",
+                             PLAYBOOKS["GB7000"]["cause"], curated=True))
     return out
 
 
+# ----------------------------------------------------------------------------- recompiles
+
+_SIZE_RE = re.compile(r"tensor(?: '([^']*)')? (size|stride) mismatch at index (\d+)")
+
+
+def recompile_advice(reason: str) -> list[str]:
+    """What to do about one recompile cause (its normalized reason)."""
+    m = _SIZE_RE.search(reason)
+    if m:
+        name, dim = m.group(1) or "x", m.group(3)
+        return [f"Mark the dimension dynamic before the first call: torch._dynamo.mark_dynamic({name}, {dim}); "
+                "or compile with dynamic=True.",
+                "If only a few sizes occur, torch.compiler.set_stance('eager_on_recompile') runs new sizes "
+                "eagerly instead of recompiling."]
+    if "___check_obj_id" in reason or "___check_type_id" in reason or "ID_MATCH" in reason:
+        return ["A different object reached the same code each call (functions or modules made by a factory "
+                "share one code object and one cache): compile each with torch.compile(fn, "
+                "isolate_recompiles=True), or build the object once and reuse it."]
+    if re.search(r"dtype|device|requires_grad|dispatch key", reason, re.I):
+        return ["Inputs changed dtype, device or requires_grad: each combination is its own graph. "
+                "Convert inputs once before the compiled call."]
+    if re.search(r"global state|grad_mode|autocast|GLOBAL_STATE", reason, re.I):
+        return ["Global state (grad mode, autocast, default dtype) differed between calls: keep it the same "
+                "around the compiled call."]
+    if "<value>" in reason:
+        return ["A Python scalar is guarded by value, so every new value recompiles: pass it as a tensor "
+                "(torch.tensor(v)) or move the state out of the compiled function; for integer nn.Module "
+                "attributes set torch._dynamo.config.allow_unspec_int_on_nn_module = True."]
+    return ["Make the guarded value stable between calls. In tests, torch.compiler.set_stance("
+            "'fail_on_recompile') turns any recompile into an error."]
+
+
 def advise(census: Census) -> Census:
-    """Fill ``Site.advice`` for every site (terminal and JSON show it)."""
+    """Fill ``Site.advice`` and ``RecompileCause.advice`` (every output shows them)."""
     for s in census.sites:
         s.advice = advice_for(s)
+    for r in census.recompiles:
+        r.advice = recompile_advice(r.reason)
     return census

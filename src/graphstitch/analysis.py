@@ -1,190 +1,35 @@
-"""Events -> Census: the one data model every output reads.
+"""Events -> Census: the README's "Definitions", implemented once.
 
-The README's "Definitions" section is the contract implemented here; renderers never
-re-derive counts. This module must not import torch (trace analysis runs without it).
+``build_census`` reads the typed events of ``records.py`` (from a live capture or a
+TORCH_TRACE file) and builds the one Census every output reads: graphs, break sites (each
+with its :class:`~graphstitch.census.SiteId`), recompile causes, skipped frames and per-frame
+compiles. Renderers never re-derive any of it. No torch import.
 """
 
 from __future__ import annotations
 
 import functools
-import importlib.util
 import json
 import os
 import re
-from dataclasses import asdict, dataclass, field
-from typing import Iterable
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Iterable
 
-from . import __version__
-from .records import (COLLECTIVE_NAMESPACES, BackendGraph, BreakReport, FrameMetrics, FrameStart,
-                      Guards, OutputGraph, RecompileReasons, RunInfo, StackFrame)
-
-SCHEMA_VERSION = 1
-LOOP_GB = "GB7000"  # "graph break in loop": Dynamo skips the whole frame
-
-
-# ----------------------------------------------------------------------------- model
-
-@dataclass
-class Graph:
-    compile_id: str
-    file: str
-    line: int
-    function: str
-    op_count: int | None
-    ops: list[str] = field(default_factory=list)
-    collectives: list[str] = field(default_factory=list)  # collective ops in order (ops is live-only)
-
-
-@dataclass
-class Site:
-    gb_id: str
-    gb_type: str
-    explanation: str
-    hints: list[str]
-    file: str
-    line: int
-    function: str
-    code: str                 # the user's source line, as the traceback showed it
-    events: int
-    nesting_depth: int
-    frame_skipped: bool
-    stack: list[dict]         # full user-code traceback of the first report, outermost first
-    compile_ids: list[str]
-    gb_chain: list[str]       # every GB id in the first report, root first
-    advice: list[dict] = field(default_factory=list)
-
-    @property
-    def key(self) -> tuple[str, str, int]:
-        return (self.gb_id, self.file, self.line)
-
-    @property
-    def location(self) -> str:
-        return f"{self.file}:{self.line}"
-
-
-@dataclass
-class RecompileCause:
-    reason: str               # normalized guard failure, values stripped
-    count: int                # recompiles it caused, across frames and resume functions
-    frames: list[str]         # functions that recompiled for it
-    compile_ids: list[str]
-    examples: list[str]       # raw reasons as Dynamo wrote them (first few)
-
-
-@dataclass
-class SkippedFrame:
-    compile_id: str
-    file: str
-    line: int
-    function: str
-    fail_type: str
-    reason: str
-
-
-@dataclass
-class FrameCompile:
-    compile_id: str
-    file: str
-    line: int
-    function: str
-    compile_seconds: float
-    guard_count: int | None
-    graph: bool
-    fail_type: str | None
-
-
-@dataclass
-class Census:
-    target: str | None = None
-    torch_version: str | None = None
-    config: dict = field(default_factory=dict)
-    graphs: list[Graph] = field(default_factory=list)
-    sites: list[Site] = field(default_factory=list)
-    recompiles: list[RecompileCause] = field(default_factory=list)
-    skipped_frames: list[SkippedFrame] = field(default_factory=list)
-    frames: list[FrameCompile] = field(default_factory=list)
-    guards: dict[str, str] = field(default_factory=dict)
-    calls: int = 0
-    outputs_match_eager: bool | None = None
-    output_mismatch: str | None = None
-    error: dict | None = None
-    trace_stats: dict = field(default_factory=dict)
-    checks: dict = field(default_factory=dict)   # fix trials: fresh-input outputs, side effects
-    fixes: list[dict] = field(default_factory=list)   # `graphstitch fix` results, per site
-
-    @property
-    def graph_count(self) -> int:
-        return len(self.graphs)
-
-    @property
-    def break_events(self) -> int:
-        return sum(s.events for s in self.sites)
-
-    @property
-    def recompile_count(self) -> int:
-        return sum(c.count for c in self.recompiles)
-
-    @property
-    def compile_seconds(self) -> float:
-        return round(sum(f.compile_seconds for f in self.frames), 6)
-
-    def to_dict(self) -> dict:
-        return {
-            "schema_version": SCHEMA_VERSION,
-            "graphstitch_version": __version__,
-            "torch_version": self.torch_version,
-            "target": self.target,
-            "config": self.config,
-            "calls": self.calls,
-            "graph_count": self.graph_count,
-            "break_site_count": len(self.sites),
-            "break_events": self.break_events,
-            "recompile_count": self.recompile_count,
-            "compile_seconds": self.compile_seconds,
-            "outputs_match_eager": self.outputs_match_eager,
-            "output_mismatch": self.output_mismatch,
-            "error": self.error,
-            "graphs": [asdict(g) for g in self.graphs],
-            "sites": [asdict(s) for s in self.sites],
-            "recompiles": [asdict(r) for r in self.recompiles],
-            "skipped_frames": [asdict(s) for s in self.skipped_frames],
-            "frames": [asdict(f) for f in self.frames],
-            "trace_stats": self.trace_stats,
-            "checks": self.checks,
-            "fixes": self.fixes,
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "Census":
-        return cls(
-            target=d.get("target"), torch_version=d.get("torch_version"), config=d.get("config") or {},
-            graphs=[Graph(**g) for g in d.get("graphs", [])],
-            sites=[Site(**s) for s in d.get("sites", [])],
-            recompiles=[RecompileCause(**r) for r in d.get("recompiles", [])],
-            skipped_frames=[SkippedFrame(**s) for s in d.get("skipped_frames", [])],
-            frames=[FrameCompile(**f) for f in d.get("frames", [])],
-            calls=d.get("calls", 0), outputs_match_eager=d.get("outputs_match_eager"),
-            output_mismatch=d.get("output_mismatch"), error=d.get("error"),
-            trace_stats=d.get("trace_stats") or {},
-            checks=d.get("checks") or {}, fixes=list(d.get("fixes") or []),
-        )
-
+from . import paths
+from .model import (LOOP_GB, UNKNOWN_GB, Census, Checks, ErrorInfo, FrameCompile, FrameId, Graph, RecompileCause,
+                     Site, SiteId, SkippedFrame, StackEntry, normalize_code)
+from .jsonio import to_json
+from .records import (COLLECTIVE_NAMESPACES, BackendGraph, BreakReport, FrameMetrics, FrameStart, Guards,
+                      OutputGraph, RecompileReasons, RunInfo, StackFrame, compile_order, frame_key)
 
 # ----------------------------------------------------------------------------- GB registry
 
-@functools.lru_cache(maxsize=1)
-def _torch_root() -> str | None:
-    # find_spec does not import torch: trace analysis must not pay for it.
-    spec = importlib.util.find_spec("torch")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return os.path.realpath(list(spec.submodule_search_locations)[0])
-
 
 @functools.lru_cache(maxsize=1)
-def gb_registry() -> dict[str, dict]:
+def gb_registry() -> dict[str, dict[str, Any]]:
     """The installed torch's graph_break_registry.json (GB id -> first entry); {} without torch."""
-    root = _torch_root()
+    root = paths.torch_root()
     if root is None:
         return {}
     try:
@@ -203,53 +48,19 @@ def _gb_by_type() -> dict[str, str]:
     return out
 
 
-def gb_info(gb_id: str | None, gb_type: str = "") -> tuple[str, dict]:
+def gb_info(gb_id: str | None, gb_type: str = "") -> tuple[str, dict[str, Any]]:
     """Resolve a break to (GB id, registry entry). The id from the message URL wins; the
     type is only a fallback. Unknown ids keep their own text (entry {})."""
-    reg = gb_registry()
     if not gb_id and gb_type:
         gb_id = _gb_by_type().get(gb_type)
-    return (gb_id or "GB????"), reg.get(gb_id or "", {})
+    return (gb_id or UNKNOWN_GB), gb_registry().get(gb_id or "", {})
 
 
-# ----------------------------------------------------------------------------- helpers
+# ----------------------------------------------------------------------------- frames
 
-_TORCH_PATH_RE = re.compile(r"(^|[\\/])(site|dist)-packages[\\/]torch[\\/]|^torch[\\/]|[\\/]pytorch[\\/]torch[\\/]")
 _RESUME_RE = re.compile(r"^torch_dynamo_resume_in_(.+)_at_\d+$")
 _NN_DISPATCH = {"_call_impl", "_wrapped_call_impl"}
-
-
-@functools.lru_cache(maxsize=8192)  # realpath per stack frame dominated trace reading
-def is_torch_file(path: str) -> bool:
-    """True for a frame inside torch's own package, which is never the attributed site."""
-    root = _torch_root()
-    if root and os.path.realpath(path).startswith(root + os.sep):
-        return True
-    return bool(_TORCH_PATH_RE.search(path))
-
-
-_STDLIB_RE = re.compile(r"[\\/]lib[\\/]python3\.\d+[\\/](?!(site|dist)-packages[\\/])[^\\/]")
-
-
-@functools.lru_cache(maxsize=1)
-def _stdlib_root() -> str:
-    import sysconfig
-    return os.path.realpath(sysconfig.get_paths()["stdlib"])
-
-
-@functools.lru_cache(maxsize=8192)
-def is_internal_file(path: str) -> bool:
-    """A frame no user edits: torch's own package or the Python standard library (a
-    `log.info()` breaks inside logging/__init__.py; the site is the user's call)."""
-    if is_torch_file(path) or path.startswith("<frozen"):
-        return True
-    if _STDLIB_RE.search(path):
-        return True
-    real = os.path.realpath(path)
-    return real.startswith(_stdlib_root() + os.sep) and "-packages" not in real
-
-
-_HARNESS = {os.path.join(os.path.dirname(os.path.abspath(__file__)), f) for f in ("live.py", "target.py")}
+_HARNESS = {os.path.join(os.path.dirname(os.path.abspath(__file__)), f) for f in ("live.py", "worker.py")}
 
 
 def user_stack(tb: list[StackFrame]) -> list[StackFrame]:
@@ -259,6 +70,7 @@ def user_stack(tb: list[StackFrame]) -> list[StackFrame]:
 
 
 def original_name(function: str) -> str:
+    """A resume function's name is its frame's original function (torch_dynamo_resume_in_f_at_12 -> f)."""
     m = _RESUME_RE.match(function)
     return m.group(1) if m else function
 
@@ -275,8 +87,10 @@ def _nesting_depth(tb: list[StackFrame], compiled: StackFrame | None) -> int:
                 break
         else:
             return 1
-    return max(1, sum(1 for fr in tb[start:] if not is_internal_file(fr.file) and fr.function not in _NN_DISPATCH))
+    return max(1, sum(1 for fr in tb[start:] if not paths.is_internal(fr.file) and fr.function not in _NN_DISPATCH))
 
+
+# ----------------------------------------------------------------------------- recompiles
 
 _CID_PREFIX_RE = re.compile(r"^\s*(\d+)/(\d+):\s*")
 
@@ -304,158 +118,209 @@ def _cause_key(normalized: str) -> str:
 
 def _primary_reason(reasons: list[str]) -> str:
     """The failure of the newest cache entry is what made this compile happen."""
-    def rank(r: str):
+    def rank(r: str) -> tuple[int, int]:
         m = _CID_PREFIX_RE.match(r)
         return (int(m.group(1)), int(m.group(2))) if m else (-1, -1)
     return max(reasons, key=rank) if reasons else ""
 
 
-def compile_id_key(cid: str):
-    try:
-        a, b = cid.rsplit("/", 1)
-        return (int(a.split("/")[-1]), int(b))
-    except ValueError:
-        return (1 << 30, 0)
-
-
 # ----------------------------------------------------------------------------- analysis
 
-def build_census(events: Iterable, *, target: str | None = None) -> Census:
-    starts: dict[str, FrameStart] = {}
-    metrics: dict[str, FrameMetrics] = {}
-    graph_order: list[str] = []
-    backend: dict[str, BackendGraph] = {}
-    output: dict[str, OutputGraph] = {}
-    reports: list[BreakReport] = []
-    recompiles: list[RecompileReasons] = []
-    c = Census(target=target)
+@dataclass
+class _Collected:
+    """The events of one run, sorted by kind (first record of a kind per compile id wins,
+    except metrics, where the last one is the finished compile)."""
+    starts: dict[str, FrameStart] = field(default_factory=dict)
+    metrics: dict[str, FrameMetrics] = field(default_factory=dict)
+    graph_order: list[str] = field(default_factory=list)
+    backend: dict[str, BackendGraph] = field(default_factory=dict)
+    output: dict[str, OutputGraph] = field(default_factory=dict)
+    reports: list[BreakReport] = field(default_factory=list)
+    recompiles: list[RecompileReasons] = field(default_factory=list)
 
+    def located(self, cid: str) -> StackFrame | None:
+        m = self.metrics.get(cid)
+        if m is not None and m.function != "?":
+            return StackFrame(m.file, m.line, m.function)
+        s = self.starts.get(cid)
+        return s.stack[-1] if s and s.stack else None
+
+    def compiled_frame(self, cid: str) -> StackFrame | None:
+        # A compile refused at the recompile limit carries no code location: any other
+        # compile of the same frame (F/*) names it.
+        fr = self.located(cid)
+        if fr is not None:
+            return fr
+        key = frame_key(cid)
+        for other in list(self.metrics) + list(self.starts):
+            if frame_key(other) == key and (fr := self.located(other)) is not None:
+                return fr
+        return None
+
+
+def _collect(events: Iterable[object], c: Census) -> _Collected:
+    col = _Collected()
     for ev in events:
         if isinstance(ev, FrameStart):
-            starts.setdefault(ev.compile_id, ev)
+            col.starts.setdefault(ev.compile_id, ev)
         elif isinstance(ev, FrameMetrics):
-            metrics[ev.compile_id] = ev
-        elif isinstance(ev, OutputGraph | BackendGraph):
-            if ev.compile_id not in graph_order:
-                graph_order.append(ev.compile_id)
+            col.metrics[ev.compile_id] = ev
+        elif isinstance(ev, (OutputGraph, BackendGraph)):
+            if ev.compile_id not in col.graph_order:
+                col.graph_order.append(ev.compile_id)
             if isinstance(ev, BackendGraph):
-                backend[ev.compile_id] = ev
+                col.backend[ev.compile_id] = ev
             else:
-                output[ev.compile_id] = ev
+                col.output[ev.compile_id] = ev
         elif isinstance(ev, BreakReport):
-            reports.append(ev)
+            col.reports.append(ev)
         elif isinstance(ev, RecompileReasons):
-            recompiles.append(ev)
+            col.recompiles.append(ev)
         elif isinstance(ev, Guards):
             c.guards[ev.compile_id] = ev.text
         elif isinstance(ev, RunInfo):
-            d = ev.data
-            for k in ("target", "torch_version"):
-                if d.get(k) is not None:
-                    setattr(c, k, d[k])
-            c.config.update(d.get("config") or {})
-            if "calls" in d:
-                c.calls = d["calls"]
-            if "outputs_match_eager" in d:
-                c.outputs_match_eager = d["outputs_match_eager"]
-            if d.get("output_mismatch"):
-                c.output_mismatch = d["output_mismatch"]
-            c.checks.update(d.get("checks") or {})
-            if d.get("error") and c.error is None:
-                c.error = d["error"]
-    if target is not None:
-        c.target = target
+            _apply_run_info(c, ev.data)
+    return col
 
-    def located(cid: str) -> StackFrame | None:
-        m = metrics.get(cid)
-        if m is not None and m.function != "?":
-            return StackFrame(m.file, m.line, m.function)
-        s = starts.get(cid)
-        return s.stack[-1] if s and s.stack else None
 
-    # A compile refused at the recompile limit carries no code location: any other compile
-    # of the same frame (F/*) names it.
-    by_frame: dict[str, StackFrame] = {}
-    for cid in list(metrics) + list(starts):
-        fr = located(cid)
-        if fr is not None:
-            by_frame.setdefault(cid.rsplit("/", 1)[0], fr)
+def _apply_run_info(c: Census, d: dict[str, Any]) -> None:
+    """graphstitch's own run records: what ran, and how it ended."""
+    for k in ("target", "torch_version"):
+        if d.get(k) is not None:
+            setattr(c, k, d[k])
+    c.config.update(d.get("config") or {})
+    if "calls" in d:
+        c.calls = d["calls"]
+    if "outputs_match_eager" in d:
+        c.outputs_match_eager = d["outputs_match_eager"]
+    if d.get("output_mismatch"):
+        c.output_mismatch = d["output_mismatch"]
+    if isinstance(d.get("checks"), dict):
+        c.checks = Checks.from_record({**to_json(c.checks), **d["checks"]})
+    if isinstance(d.get("error"), dict) and c.error is None:
+        c.error = ErrorInfo.from_record(d["error"])
 
-    def compiled_frame(cid: str) -> StackFrame | None:
-        return located(cid) or by_frame.get(cid.rsplit("/", 1)[0])
 
-    for cid in graph_order:
-        fr = compiled_frame(cid) or StackFrame("?", 0, "?")
-        b = backend.get(cid)
-        m = metrics.get(cid)
-        o = output.get(cid)
-        c.graphs.append(Graph(cid, fr.file, fr.line, original_name(fr.function),
-                              b.op_count if b else (m.graph_op_count if m else None),
-                              list(b.ops) if b else [],
-                              list(o.collectives) if o else
-                              [op for op in (b.ops if b else []) if op.split(".")[0] in COLLECTIVE_NAMESPACES]))
+def _graphs(col: _Collected) -> list[Graph]:
+    out = []
+    for cid in col.graph_order:
+        fr = col.compiled_frame(cid) or StackFrame("?", 0, "?")
+        b, m, o = col.backend.get(cid), col.metrics.get(cid), col.output.get(cid)
+        ops = list(b.ops) if b else []
+        out.append(Graph(cid, fr.file, fr.line, original_name(fr.function),
+                         b.op_count if b else (m.graph_op_count if m else None), ops,
+                         list(o.collectives) if o else
+                         [op for op in ops if op.split(".")[0] in COLLECTIVE_NAMESPACES]))
+    return out
 
-    failed = {cid for cid, m in metrics.items() if m.fail_type}
-    sites: dict[tuple, Site] = {}
-    for r in reports:
+
+def _site_frame(r: BreakReport, col: _Collected) -> StackFrame:
+    """The innermost frame outside torch and the standard library: the break's site."""
+    user = [fr for fr in r.traceback if not paths.is_internal(fr.file)]
+    if user:
+        return user[-1]
+    if r.at_file and not paths.is_internal(r.at_file):
+        return StackFrame(r.at_file, r.at_line or 0, "?")
+    m = col.metrics.get(r.compile_id)
+    if m is not None:
+        return StackFrame(m.fail_file or m.file, m.fail_line or m.line, m.function)
+    return StackFrame(r.at_file or "?", r.at_line or 0, "?")
+
+
+def _sites(col: _Collected, root: str | None) -> list[Site]:
+    failed = {cid for cid, m in col.metrics.items() if m.fail_type}
+    sites: dict[tuple[str, str, int], Site] = {}
+    for r in col.reports:
         r.traceback = user_stack(r.traceback)
-        user = [fr for fr in r.traceback if not is_internal_file(fr.file)]
-        if user:
-            at = user[-1]
-        elif r.at_file and not is_internal_file(r.at_file):
-            at = StackFrame(r.at_file, r.at_line or 0, "?")
-        else:
-            m = metrics.get(r.compile_id)
-            at = StackFrame(m.fail_file or m.file, m.fail_line or m.line, m.function) if m else \
-                StackFrame(r.at_file or "?", r.at_line or 0, "?")
+        at = _site_frame(r, col)
         gb_id, entry = gb_info(r.gb_ids[0] if r.gb_ids else None, r.gb_type)
-        key = (gb_id, at.file, at.line)
         skipped = LOOP_GB in r.gb_ids or r.compile_id in failed
-        depth = _nesting_depth(r.traceback, compiled_frame(r.compile_id))
-        s = sites.get(key)
+        depth = _nesting_depth(r.traceback, col.compiled_frame(r.compile_id))
+        s = sites.get((gb_id, at.file, at.line))
         if s is None:
-            sites[key] = Site(
-                gb_id=gb_id,
-                gb_type=r.gb_type or entry.get("Gb_type", ""),
+            function = original_name(at.function)
+            sites[(gb_id, at.file, at.line)] = Site(
+                id=SiteId(gb_id, paths.identity_path(at.file, root), function, _anchor(at.code, at.line)),
+                gb_id=gb_id, gb_type=r.gb_type or entry.get("Gb_type", ""),
+                file=at.file, line=at.line, function=function, code=at.code,
+                events=1, nesting_depth=depth, frame_skipped=skipped,
                 explanation=r.explanation or entry.get("Explanation", ""),
                 hints=r.hints or list(entry.get("Hints", [])),
-                file=at.file, line=at.line, function=original_name(at.function), code=at.code,
-                events=1, nesting_depth=depth, frame_skipped=skipped,
-                stack=[asdict(fr) for fr in r.traceback], compile_ids=[r.compile_id],
-                gb_chain=r.gb_ids or [gb_id])
+                stack=[StackEntry(fr.file, fr.line, fr.function, fr.code) for fr in r.traceback],
+                compile_ids=[r.compile_id], gb_chain=r.gb_ids or [gb_id])
         else:
             s.events += 1
             s.nesting_depth = max(s.nesting_depth, depth)
             s.frame_skipped = s.frame_skipped or skipped
             s.compile_ids.append(r.compile_id)
+    out = list(sites.values())
+    _number_occurrences(out)
     # Skipped frames cost the most (the whole frame runs eager), then the most reported.
-    c.sites = sorted(sites.values(), key=lambda s: (not s.frame_skipped, -s.events, s.file, s.line, s.gb_id))
+    return sorted(out, key=lambda s: (not s.frame_skipped, -s.events, s.file, s.line, s.gb_id))
 
+
+def _anchor(code: str, line: int) -> str:
+    return normalize_code(code) or f"line {line}"
+
+
+def _number_occurrences(sites: list[Site]) -> None:
+    """The same text breaking at several lines of one function: number them in line order."""
+    seen: Counter[SiteId] = Counter()
+    for s in sorted(sites, key=lambda s: s.line):
+        seen[s.id] += 1
+        if seen[s.id] > 1:
+            s.id = SiteId(s.id.gb_id, s.id.path, s.id.function, s.id.code, seen[s.id])
+
+
+def _recompile_causes(col: _Collected) -> list[RecompileCause]:
     causes: dict[str, RecompileCause] = {}
-    for rr in recompiles:
+    for rr in col.recompiles:
         primary = _primary_reason(rr.reasons)
         norm = normalize_guard_failure(primary)
-        key = _cause_key(norm)
-        fr = compiled_frame(rr.compile_id)
+        fr = col.compiled_frame(rr.compile_id)
         fn = original_name(fr.function) if fr else "?"
-        cause = causes.setdefault(key, RecompileCause(norm, 0, [], [], []))
+        cause = causes.setdefault(_cause_key(norm), RecompileCause(norm, 0))
         cause.count += 1
         if fn not in cause.frames:
             cause.frames.append(fn)
         cause.compile_ids.append(rr.compile_id)
         if len(cause.examples) < 3:
             cause.examples.append(primary.strip())
-    c.recompiles = sorted(causes.values(), key=lambda x: (-x.count, x.reason))
+    return sorted(causes.values(), key=lambda x: (-x.count, x.reason))
 
-    for cid in sorted(set(metrics) | set(starts), key=compile_id_key):
-        m = metrics.get(cid)
-        fr = compiled_frame(cid) or StackFrame("?", 0, "?")
-        c.frames.append(FrameCompile(cid, fr.file, fr.line, fr.function,
-                                     round(m.compile_seconds, 6) if m else 0.0,
-                                     m.guard_count if m else None, cid in graph_order,
-                                     m.fail_type if m else None))
+
+def _frames(col: _Collected, root: str | None) -> tuple[list[FrameCompile], list[SkippedFrame]]:
+    frames, skipped = [], []
+    for cid in sorted(set(col.metrics) | set(col.starts), key=compile_order):
+        m = col.metrics.get(cid)
+        fr = col.compiled_frame(cid) or StackFrame("?", 0, "?")
+        frames.append(FrameCompile(cid, fr.file, fr.line, fr.function,
+                                   round(m.compile_seconds, 6) if m else 0.0,
+                                   m.guard_count if m else None, cid in col.graph_order,
+                                   m.fail_type if m else None))
         if m and m.fail_type:
             reason = (m.fail_reason or "").strip().splitlines()
-            c.skipped_frames.append(SkippedFrame(cid, fr.file, fr.line, original_name(fr.function),
-                                                 m.fail_type, reason[0] if reason else ""))
+            fn = original_name(fr.function)
+            skipped.append(SkippedFrame(FrameId(paths.identity_path(fr.file, root), fn), cid, fr.file, fr.line,
+                                        fn, m.fail_type, reason[0] if reason else ""))
+    seen: Counter[FrameId] = Counter()
+    for sf in sorted(skipped, key=lambda s: s.line):
+        seen[sf.id] += 1
+        if seen[sf.id] > 1:
+            sf.id = FrameId(sf.id.path, sf.id.function, seen[sf.id])
+    return frames, skipped
+
+
+def build_census(events: Iterable[object], *, target: str | None = None,
+                 project_root: str | None = None) -> Census:
+    """The census of one run's events. PROJECT_ROOT names files in site identities (see
+    ``paths.identity_path``); None keeps them as the trace wrote them."""
+    c = Census(target=target, project_root=project_root)
+    col = _collect(events, c)
+    if target is not None:
+        c.target = target
+    c.graphs = _graphs(col)
+    c.sites = _sites(col, project_root)
+    c.recompiles = _recompile_causes(col)
+    c.frames, c.skipped_frames = _frames(col, project_root)
     return c

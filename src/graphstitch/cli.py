@@ -1,15 +1,22 @@
-"""The ``graphstitch`` command line."""
+"""The ``graphstitch`` command line: parse, validate, call a command, render, exit.
+
+Every command reads typed results (a Census, a FixReport, a PerfResult...) and hands them
+to ``render``; nothing here counts or matches. Arguments are checked before torch is
+imported, so a usage error answers at once.
+"""
 
 from __future__ import annotations
 
 import os
 import sys
-from typing import NoReturn
+from typing import Any, Callable, NoReturn, Sequence
 
 import click
 from rich.console import Console
 
 from . import __version__
+from .model import Census, ErrorKind
+from .targets import Options
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_TARGET = 0, 1, 2, 3
 
@@ -53,7 +60,7 @@ def _dynamic(value: str) -> bool | None:
     return {"auto": None, "true": True, "false": False}[value]
 
 
-def compile_options(f):
+def compile_options(f: Callable[..., Any]) -> Callable[..., Any]:
     """The options that say how a target is compiled and called; shared by every command
     that runs targets so they mean the same everywhere."""
     opts = [
@@ -70,7 +77,7 @@ def compile_options(f):
     return f
 
 
-def target_options(f):
+def target_options(f: Callable[..., Any]) -> Callable[..., Any]:
     """compile_options plus where the target runs."""
     opts = [
         compile_options,
@@ -82,7 +89,7 @@ def target_options(f):
     return f
 
 
-def ci_options(f):
+def ci_options(f: Callable[..., Any]) -> Callable[..., Any]:
     f = click.option("--html", "html_path", type=click.Path(dir_okay=False),
                      help="Write a self-contained HTML report (opens from disk, no network).")(f)
     f = click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False),
@@ -91,45 +98,60 @@ def ci_options(f):
                         help="Write SARIF 2.1.0 (one result per break site and recompile cause) for code scanning.")(f)
 
 
-def make_options(*, nested_graph_breaks, backend, dynamic, grad, no_eager_check):
-    """target.Options from the values of compile_options."""
-    from .target import Options
+def make_options(*, nested_graph_breaks: bool, backend: str, dynamic: str, grad: bool,
+                 no_eager_check: bool) -> Options:
+    """targets.Options from the values of compile_options."""
     return Options(backend=backend, nested_graph_breaks=nested_graph_breaks, dynamic=_dynamic(dynamic),
                    grad=grad, check_eager=not no_eager_check)
 
 
-def run_target(spec: str, *, nested_graph_breaks, backend, dynamic, grad, no_eager_check, timeout, in_process):
+def check_target(spec: str) -> None:
+    """What can be checked before anything is imported: exit 2 with one line."""
+    from .targets import TargetError, check_spec
+    try:
+        check_spec(spec)
+    except TargetError as e:
+        fail(str(e))
+
+
+def run_target(spec: str, *, timeout: float | None, in_process: bool, **compile_opts: Any) -> Census:
     """Census of one target with the shared options. A bad target exits 2 here; a target
     that failed while running comes back with ``census.error`` set."""
     if in_process and timeout:
         fail("--timeout needs the subprocess runner; drop --in-process")
-    opts = make_options(nested_graph_breaks=nested_graph_breaks, backend=backend, dynamic=dynamic, grad=grad,
-                        no_eager_check=no_eager_check)
+    check_target(spec)
+    from .targets import target_root
+    opts = make_options(**compile_opts)
+    root = target_root(spec)
     if in_process:
         import linecache
-        from .target import TargetError, census_target
+
+        from .live import census_target
+        from .targets import TargetError
         linecache.checkcache()  # source lines of a file edited since an earlier in-process run
         try:
-            return census_target(spec, opts)
+            return census_target(spec, opts, project_root=root)
         except TargetError as e:
             fail(str(e))
-    from .target import census_subprocess
-    c, _ = census_subprocess(spec, opts, timeout=timeout)
-    if c.error and c.error.get("kind") == "target":
-        fail(c.error["message"])
+    from .worker import run_target as run_isolated
+    c = run_isolated(spec, opts, timeout=timeout, project_root=root).census
+    if c.error and c.error.kind is ErrorKind.TARGET:
+        fail(c.error.message)
     return c
 
 
-def target_failure(c) -> str:
-    msg = str(c.error.get("message") or "")
-    return f"target failed ({c.error.get('kind')}): {msg.splitlines()[0] if msg else ''}"
+def target_failure(c: Census) -> str:
+    assert c.error is not None
+    return f"target failed ({c.error.kind.value}): {c.error.headline}"
 
 
-def write_ci_reports(censuses, sarif_path, markdown_path, notes=None) -> None:
-    from .ci_reports import write_markdown, write_sarif
+def write_ci_reports(censuses: list[Census], sarif_path: str | None, markdown_path: str | None,
+                     notes: dict[str, list[str]] | None = None) -> None:
     if sarif_path:
+        from .render.sarif import write_sarif
         write_sarif(censuses, sarif_path)
     if markdown_path:   # only when asked: a CI job's other census runs must not fill its summary
+        from .render.markdown import write_markdown
         write_markdown(censuses, markdown_path, notes=notes)
 
 
@@ -139,20 +161,22 @@ def write_ci_reports(censuses, sarif_path, markdown_path, notes=None) -> None:
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Also write the census as JSON (schema in README).")
 @target_options
 @ci_options
-def census(target, demo, json_path, sarif_path, markdown_path, html_path, **run_opts):
+def census(target: str | None, demo: bool, json_path: str | None, sarif_path: str | None,
+           markdown_path: str | None, html_path: str | None, **run_opts: Any) -> None:
     """Compile TARGET, run its calls, and report every graph break and recompile."""
     if demo == bool(target):
         fail("give exactly one of TARGET or --demo (see `graphstitch census --help`)")
-    spec = "graphstitch.demo:demo" if demo else target
+    spec = "graphstitch.demo:demo" if demo else str(target)
     c = run_target(spec, **run_opts)
     from .advice import advise
     _show(advise(c), json_path, sarif_path, markdown_path, html_path)
 
 
-def _show(c, json_path, sarif_path=None, markdown_path=None, html_path=None, more=()) -> None:
+def _show(c: Census, json_path: str | None, sarif_path: str | None = None, markdown_path: str | None = None,
+          html_path: str | None = None, more: Sequence[Callable[[Any], None]] = ()) -> None:
     """Terminal (plus ``more`` renderers), --json/--html, CI reports, then exit 3 if the target failed."""
-    from .report import render_terminal
-    for render in (render_terminal, *more):
+    from .render import terminal
+    for render in (terminal.census, *more):
         render(c)
     _write_outputs(c, json_path, html_path)
     write_ci_reports([c], sarif_path, markdown_path)
@@ -183,17 +207,22 @@ Exit codes:
 @click.option("--max-recompiles", type=click.IntRange(min=0), default=None, help="Budget: at most N recompiles per target.")
 @target_options
 @ci_options
-def check(targets, baseline_path, update, max_breaks, max_graphs, max_recompiles, sarif_path, markdown_path,
-          html_path, **run_opts):
+def check(targets: tuple[str, ...], baseline_path: str | None, update: bool, max_breaks: int | None,
+          max_graphs: int | None, max_recompiles: int | None, sarif_path: str | None, markdown_path: str | None,
+          html_path: str | None, **run_opts: Any) -> None:
     """Fail when TARGETs got worse than the baseline or over budget (a CI gate).
 
-    Sites are matched on GB id + function + the text of the source line, so an edit above a
-    site does not fail the gate. Fewer breaks pass and suggest --update to ratchet. Budgets
-    also come from [tool.graphstitch] in pyproject.toml (max-breaks, max-graphs,
-    max-recompiles); command-line values win.
+    Sites are matched on their identity (GB id + file relative to the project + function +
+    the text of the source line), so an edit above a site does not fail the gate, and a
+    baseline made in one checkout works in another. Fewer breaks pass and suggest --update
+    to ratchet. Budgets also come from [tool.graphstitch] in pyproject.toml (max-breaks,
+    max-graphs, max-recompiles); command-line values win.
     """
-    from .gate import BaselineError, baseline_text, compare, entry_from_census, load_baseline, pyproject_budgets
-    from .report import atomic_write
+    from .files import WriteRefused, atomic_write
+    from .gate import (Baseline, BaselineEntry, BaselineError, baseline_text, compare, load_baseline, new_baseline,
+                       pyproject_budgets)
+    from .render import terminal
+    from .targets import target_key
 
     try:
         budgets, _ = pyproject_budgets()
@@ -206,7 +235,10 @@ def check(targets, baseline_path, update, max_breaks, max_graphs, max_recompiles
     if not baseline_path and not budgets:
         fail("nothing to check against: give --baseline FILE and/or a budget (--max-breaks, "
              "--max-graphs, --max-recompiles or [tool.graphstitch] in pyproject.toml)")
-    base: dict | None = None
+    for spec in targets:
+        check_target(spec)
+    keys = [target_key(t) for t in targets]
+    base: Baseline | None = None
     if baseline_path:
         try:
             base = load_baseline(baseline_path)
@@ -215,11 +247,11 @@ def check(targets, baseline_path, update, max_breaks, max_graphs, max_recompiles
                 fail(str(e))
             base = None
         if base is not None and not update:
-            missing = [t for t in targets if t not in base["targets"]]
+            missing = [t for t, k in zip(targets, keys) if k not in base.targets]
             if missing:
                 fail(f"{', '.join(missing)}: not in baseline {baseline_path}; add with --update")
 
-    censuses = []
+    censuses: list[Census] = []
     for spec in targets:
         c = run_target(spec, **run_opts)
         censuses.append(c)
@@ -231,33 +263,28 @@ def check(targets, baseline_path, update, max_breaks, max_graphs, max_recompiles
 
     out = Console(highlight=False, emoji=False)
     if update:
-        entries = dict(base["targets"]) if base else {}
-        for spec, c in zip(targets, censuses):
-            entries[spec] = entry_from_census(c)
-        atomic_write(baseline_path, baseline_text(entries, censuses[0].torch_version))
+        assert baseline_path is not None
+        entries = dict(base.targets) if base else {}
+        for key, c in zip(keys, censuses):
+            entries[key] = BaselineEntry.of(c)
+        try:
+            atomic_write(baseline_path, baseline_text(new_baseline(entries, censuses[0].torch_version)))
+        except WriteRefused as e:
+            fail(str(e))
         for spec, c in zip(targets, censuses):
             out.print(f"[green]baseline updated[/] {spec}: {len(c.sites)} break sites, "
                       f"{c.graph_count} graphs, {c.recompile_count} recompiles")
-    verdicts = [compare(spec, c, None if update or base is None else base["targets"][spec],
-                        base_torch=None if base is None else base.get("torch_version"), budgets=budgets)
-                for spec, c in zip(targets, censuses)]
-    notes = {}
-    for v in verdicts:
-        for w in v.warnings:
-            err_console.print(f"[yellow]graphstitch: warning:[/] {w}")
-        status = "[bold red]FAIL[/]" if not v.ok else "[green]ok[/]"
-        out.print(f"{status} {v.target}")
-        for r in v.regressions:
-            out.print(f"  [red]- {r}[/]")
-        for i in v.improvements:
-            out.print(f"  [green]+ {i}[/]")
-        notes[v.target] = [*(f"warning: {w}" for w in v.warnings), *(f"regression: {r}" for r in v.regressions),
-                           *(f"improved: {i}" for i in v.improvements)]
+    results = [compare(spec, c, None if update or base is None else base.targets[key],
+                       base_torch=None if base is None else base.torch_version, budgets=budgets)
+               for spec, key, c in zip(targets, keys, censuses)]
+    terminal.verdicts(results, out, err_console)
+    notes = {v.target: [*(f"warning: {w}" for w in v.warnings), *(f"regression: {r}" for r in v.regressions),
+                        *(f"improved: {i}" for i in v.improvements)] for v in results}
     write_ci_reports(censuses, sarif_path, markdown_path, notes)
-    if any(v.improvements for v in verdicts) and all(v.ok for v in verdicts):
+    if any(v.improvements for v in results) and all(v.ok for v in results) and not update:
         out.print(f"Improved. Ratchet the baseline: graphstitch check {' '.join(targets)} "
                   f"--baseline {baseline_path} --update")
-    if not all(v.ok for v in verdicts):
+    if not all(v.ok for v in results):
         sys.exit(EXIT_FAIL)
 
 
@@ -296,7 +323,8 @@ Exit codes:
 @click.option("--full", is_flag=True, help="Print every guard of every cache entry, not only the differences.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Also write the result as JSON.")
 @compile_options
-def guards(target, repeat, vary, sizes, recompile_limit, full, json_path, **compile_opts):
+def guards(target: str, repeat: int | None, vary: str | None, sizes: str | None, recompile_limit: int | None,
+           full: bool, json_path: str | None, **compile_opts: Any) -> None:
     """Check that TARGET keeps its compiled code: repeated calls, or one dimension varied.
 
     Shows each recompile cause with advice, whether automatic dynamic shapes generalized,
@@ -304,12 +332,6 @@ def guards(target, repeat, vary, sizes, recompile_limit, full, json_path, **comp
     cache entry as a diff against the previous one (object ids, addresses and the global
     state blob normalized away). Runs in this process.
     """
-    import json
-
-    from . import guards as g
-    from .report import atomic_write
-    from .target import TargetError
-
     if (repeat is None) == (vary is None):
         fail("give exactly one of --repeat N or --vary DIM (see `graphstitch guards --help`)")
     if sizes and not vary:
@@ -322,25 +344,29 @@ def guards(target, repeat, vary, sizes, recompile_limit, full, json_path, **comp
             fail(f"--sizes {sizes!r}: expected comma-separated integers, e.g. 2,3,4")
         if len(size_list) < 2 or min(size_list) < 0:
             fail("--sizes needs at least two non-negative sizes")
+    from . import guards as g
     if vary:
         try:
             g.parse_vary(vary)
         except ValueError as e:
             fail(str(e))
+    check_target(target)
     from .dynamo import quiet_dynamo_warnings
+    from .render import terminal, write_json
+    from .targets import TargetError, target_root
     quiet_dynamo_warnings()
     try:
         c, info = g.run(target, make_options(**compile_opts), repeat=repeat, vary=vary, sizes=size_list,
-                        recompile_limit=recompile_limit)
+                        recompile_limit=recompile_limit, project_root=target_root(target))
     except (TargetError, ValueError) as e:
         fail(str(e))
-    st = g.judge(c, info)
-    g.render(c, info, st, Console(highlight=False, emoji=False), full=full)
+    rep = g.report(c, info, g.judge(c, info))
+    terminal.guards(rep, Console(highlight=False, emoji=False), full=full)
     if json_path:
-        atomic_write(json_path, json.dumps(g.to_dict(c, info, st), indent=2) + "\n")
+        write_json(rep, json_path)
     if c.error:
         fail(target_failure(c), EXIT_TARGET)
-    if not st.ok:
+    if not rep.ok:
         sys.exit(EXIT_FAIL)
 
 
@@ -375,19 +401,22 @@ Exit codes:
 @click.option("--svg", "svg_path", type=click.Path(dir_okay=False), help="Write a bar chart of latencies and compile times as SVG.")
 @click.option("--html", "html_path", type=click.Path(dir_okay=False), help="Write a self-contained HTML page: the chart and the table.")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, help="Kill any measuring process after S seconds (exit 3).")
-def perf(target, demo, backend, regional, block, repeats, warmup, max_seconds, json_path, svg_path, html_path, timeout):
+def perf(target: str | None, demo: bool, backend: str, regional: bool, block: str | None, repeats: int, warmup: int,
+         max_seconds: float, json_path: str | None, svg_path: str | None, html_path: str | None,
+         timeout: float | None) -> None:
     """Measure eager vs compiled latency, cold/warm compile time and peak memory of TARGET."""
-    import json as _json
-
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-    from .perf import failed, perf_html, perf_svg, render_terminal, run_perf
-    from .report import atomic_write
-    from .target import TargetError
 
     if demo == bool(target):
         fail("give exactly one of TARGET or --demo (see `graphstitch perf --help`)")
-    spec = "graphstitch.demo:demo" if demo else target
+    spec = "graphstitch.demo:demo" if demo else str(target)
+    check_target(spec)
+    from .files import atomic_write
+    from .perf import failed, run_perf
+    from .render import terminal, write_json
+    from .render.html import perf_html
+    from .render.svg import perf_svg
+    from .targets import TargetError
     regional = regional or bool(block)
     steps = 3 + (2 if regional else 0)
     try:
@@ -401,17 +430,16 @@ def perf(target, demo, backend, regional, block, repeats, warmup, max_seconds, j
                               warmup=warmup, max_seconds=max_seconds, timeout=timeout, progress=progress)
     except TargetError as e:
         fail(str(e))
-    render_terminal(result)
+    terminal.perf(result)
     if json_path:
-        atomic_write(json_path, _json.dumps(result, indent=2) + "\n")
+        write_json(result, json_path)
     if svg_path:
         atomic_write(svg_path, perf_svg(result))
     if html_path:
         atomic_write(html_path, perf_html(result))
     err = failed(result)
     if err:
-        msg = str(err.get("message") or "").splitlines()
-        fail(f"{err['side']} run failed ({err.get('kind')}): {msg[0] if msg else ''}", EXIT_TARGET)
+        fail(f"{err.side} run failed ({err.error.kind.value}): {err.error.headline}", EXIT_TARGET)
 
 
 RANKS_EXIT_HELP = """\b
@@ -439,7 +467,8 @@ pass its arguments after `--`: graphstitch ranks --script train.py -- --epochs 1
 @click.option("--trace-dir", type=click.Path(file_okay=False), help="Keep each rank's trace file (TORCH_TRACE format) in this folder.")
 @click.option("--backend", default="counting", show_default=True, help="torch.compile backend for TARGET (as in `census`).")
 @click.option("--no-eager-check", is_flag=True, help="Skip the eager reference run of TARGET's calls.")
-def ranks(target_or_args, nproc, script, timeout, json_path, trace_dir, backend, no_eager_check):
+def ranks(target_or_args: tuple[str, ...], nproc: int, script: str | None, timeout: float, json_path: str | None,
+          trace_dir: str | None, backend: str, no_eager_check: bool) -> None:
     """Run TARGET (or --script) on NPROC ranks and check that they compile symmetrically.
 
     Each rank runs under capture with torch.distributed.run (free port, --standalone). The
@@ -447,38 +476,32 @@ def ranks(target_or_args, nproc, script, timeout, json_path, trace_dir, backend,
     frames and the order of collectives in each graph are compared; the first divergence
     names the ranks, the compile id, the site or cause and the user's file:line.
     """
-    import json as _json
-
-    from .ranks import compare_ranks, render_ranks, run_ranks
-    from .report import atomic_write
-
     if script is None and len(target_or_args) != 1:
         fail("give exactly one TARGET, or --script PATH [-- ARGS] (see `graphstitch ranks --help`)")
     spec = None if script else target_or_args[0]
     if spec is not None:
-        from .target import TargetError, check_spec
-        try:
-            check_spec(spec)  # before launching N ranks that would all fail the same way
-        except TargetError as e:
-            fail(str(e))
-    # Options as a dict: this process launches the ranks and compares, it never imports torch.
-    censuses, info = run_ranks(spec, nproc, {"backend": backend, "check_eager": not no_eager_check}, script=script, script_args=target_or_args if script else (),
-                               timeout=timeout, trace_dir=trace_dir)
-    bad = [c.error["message"] for c in censuses.values() if c.error and c.error.get("kind") == "target"]
+        check_target(spec)  # before launching N ranks that would all fail the same way
+    from .ranks import RanksReport, compare_ranks, run_ranks
+    from .render import terminal, write_json
+    from .targets import target_root
+    root = target_root(spec) if spec else os.path.dirname(os.path.abspath(str(script)))
+    censuses, info = run_ranks(spec, nproc, Options(backend=backend, check_eager=not no_eager_check),
+                               script=script, script_args=target_or_args if script else (), timeout=timeout,
+                               trace_dir=trace_dir, project_root=root)
+    bad = [c.error.message for c in censuses.values() if c.error and c.error.kind is ErrorKind.TARGET]
     if bad:
         fail(bad[0])
     result = compare_ranks(censuses)
-    render_ranks(result)
+    terminal.ranks(result)
     if json_path:
-        doc = dict(result, run={k: v for k, v in info.items() if k != "launcher_log_tail"},
-                   censuses={r: c.to_dict() for r, c in censuses.items()})
-        atomic_write(json_path, _json.dumps(doc, indent=2, default=str))
-    if result["failed"]:
-        first = result["failed"][0]
-        msg = str(first.get("message") or "").strip().splitlines()
-        fail(f"rank {first['rank']} failed ({first.get('kind')}): {msg[0] if msg else ''}"
-             + (f" (launcher log: {info['trace_dir']}/launcher.log)" if info["trace_dir"] else ""), EXIT_TARGET)
-    sys.exit(EXIT_OK if result["symmetric"] else EXIT_FAIL)
+        info.launcher_log_tail = ""
+        write_json(RanksReport(**vars(result), run=info, censuses=censuses), json_path)
+    if result.failed:
+        first = result.failed[0]
+        msg = first.message.strip().splitlines()
+        fail(f"rank {first.rank} failed ({first.kind}): {msg[0] if msg else ''}"
+             + (f" (launcher log: {info.trace_dir}/launcher.txt)" if info.trace_dir else ""), EXIT_TARGET)
+    sys.exit(EXIT_OK if result.symmetric else EXIT_FAIL)
 
 
 FIX_HELP = """\b
@@ -511,27 +534,26 @@ and nonstrict_trace drop run-time side effects, as inductor does.
 @click.option("--html", "html_path", type=click.Path(dir_okay=False), help="Also write a self-contained HTML report (sites with their verified fixes).")
 @click.option("--measure", is_flag=True, help="For each verified fix, time the compiled target before and after it "
               "(alternating, same backend) and report the speedup.")
-def fix(target, json_path, jobs, backend, site_filter, kinds, show_diff, do_apply, grad, timeout, html_path, measure):
+def fix(target: str, json_path: str | None, jobs: int | None, backend: str, site_filter: str | None,
+        kinds: tuple[str, ...], show_diff: bool, do_apply: bool, grad: bool, timeout: float, html_path: str | None,
+        measure: bool) -> None:
     """Try fixes for every break in TARGET, verify each, and rank the verified ones."""
-    from .fix import apply_best, render_fixes, run_fix
-    from .target import Options
-
-    where = target.rpartition(":")[0]
-    if ":" not in target or ((where.endswith(".py") or "/" in where) and not os.path.isfile(where)):
-        fail(f"target must be an existing PATH.py:FACTORY or package.module:FACTORY, got {target!r}")
+    check_target(target)
+    from .fix import apply_best, run_fix
+    from .render import terminal
     opts = Options(backend=backend, grad=grad)
-    c = run_fix(target, opts, jobs=jobs, timeout=timeout, kinds=set(kinds) or None,
-                only=(lambda s: site_filter in f"{s.gb_id} {s.file}:{s.line}") if site_filter else None)
-    if c.error and c.error.get("kind") == "target":
-        fail(c.error["message"])
-    more = (render_fixes,)
+    report = run_fix(target, opts, jobs=jobs, timeout=timeout, kinds=set(kinds) or None,
+                     only=(lambda s: site_filter in f"{s.gb_id} {s.id.path}:{s.line}") if site_filter else None)
+    if report.error and report.error.kind is ErrorKind.TARGET:
+        fail(report.error.message)
+    more: tuple[Callable[[Any], None], ...] = (terminal.fixes,)
     if measure:
-        from .fix import measure_fixes, render_measures
-        measure_fixes(c, target, opts, timeout=timeout)
-        more += (render_measures,)
-    _show(c, json_path, html_path=html_path, more=more)
+        from .fix.measure import measure_fixes
+        measure_fixes(report, target, opts, timeout=timeout)
+        more += (terminal.measures,)
+    _show(report, json_path, html_path=html_path, more=more)
     if show_diff or do_apply:
-        msg, ok = apply_best(c, target, opts, write=do_apply, timeout=timeout)
+        msg, ok = apply_best(report, target, opts, write=do_apply, timeout=timeout)
         if not ok:
             fail(msg, EXIT_FAIL)
         click.echo(msg)
@@ -539,22 +561,19 @@ def fix(target, json_path, jobs, backend, site_filter, kinds, show_diff, do_appl
 
 # ----------------------------------------------------------------------------- trace / run
 
-def _write_outputs(c, json_path: str | None, html_path: str | None, *, ranks: dict | None = None,
-                   symmetry: dict | None = None) -> None:
-    """--json / --html for one census, or for {rank or target: census} (JSON: {"ranks": {...}},
-    plus "symmetry" from ranks.compare_ranks when given)."""
-    from .report import atomic_write, write_json
+def _write_outputs(c: Census, json_path: str | None, html_path: str | None, *,
+                   ranks: dict[Any, Census] | None = None, symmetry: Any = None) -> None:
+    """--json / --html for one census, or for {rank or target: census} (JSON: a TraceReport,
+    {"ranks": {...}, "symmetry": ...})."""
+    from .render import write_json
     if json_path:
         if ranks and len(ranks) > 1:
-            import json
-            doc: dict = {"ranks": {str(r): x.to_dict() for r, x in ranks.items()}}
-            if symmetry is not None:
-                doc["symmetry"] = symmetry
-            atomic_write(json_path, json.dumps(doc, indent=2, default=str) + "\n")
+            from .ranks import TraceReport
+            write_json(TraceReport({str(r): x for r, x in ranks.items()}, symmetry), json_path)
         else:
             write_json(c, json_path)
     if html_path:
-        from .html import write_html
+        from .render.html import write_html
         write_html(ranks if ranks and len(ranks) > 1 else c, html_path, symmetry=symmetry)
 
 
@@ -571,7 +590,7 @@ Exit codes:
 @click.option("--rank", type=int, default=None, help="Multi-rank logs: show this rank in the terminal (default: the lowest).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Also write the census as JSON; several ranks give {\"ranks\": {RANK: census}}.")
 @click.option("--html", "html_path", type=click.Path(dir_okay=False), help="Also write a self-contained HTML report (a rank selector for several ranks).")
-def trace(path, rank, json_path, html_path):
+def trace(path: str, rank: int | None, json_path: str | None, html_path: str | None) -> None:
     """Census of a TORCH_TRACE log: a file, a directory of them, or a multi-rank directory.
 
     Reads what `TORCH_TRACE=DIR python train.py` (or torchrun) wrote, with the same parsers
@@ -579,14 +598,14 @@ def trace(path, rank, json_path, html_path):
     lines are skipped and counted. Source lines come from the files named in the trace when
     they exist on this machine.
     """
-    from .report import render_terminal
+    from .render import terminal
     from .traces import TraceError, censuses_from_path, source_context
 
     try:
         censuses = censuses_from_path(path)
     except TraceError as e:
         fail(str(e))
-    if not any(c.trace_stats.get("records") for c in censuses.values()):
+    if not any(c.trace_stats.records for c in censuses.values()):
         fail(f"no TORCH_TRACE records could be read from {path}")
     if rank is not None and rank not in censuses:
         fail(f"no logs for rank {rank} in {path} (ranks: {', '.join(str(r) for r in censuses)})")
@@ -599,26 +618,25 @@ def trace(path, rank, json_path, html_path):
                           f"break events {c.break_events} · recompile causes {len(c.recompiles)}")
         console.print(f"[dim]showing rank {next(r for r, c in censuses.items() if c is shown)} "
                       f"(--rank N for another)[/]\n")
-    render_terminal(shown, console)
+    terminal.census(shown, console)
     missing = sorted({s.file for s in shown.sites if source_context(s.file, s.line, 0) is None})
     if missing:
         console.print(f"[dim]source not available on this machine for: {', '.join(missing)} "
                       f"(lines shown are from the trace)[/]")
     symmetry = None
     if len(censuses) > 1 and all(isinstance(r, int) for r in censuses):
-        from .ranks import compare_ranks, render_ranks
-        symmetry = compare_ranks(censuses)
-        render_ranks(symmetry, console)
-    _write_outputs(shown, json_path, html_path, ranks=censuses, symmetry=symmetry)
+        from .ranks import compare_ranks
+        symmetry = compare_ranks({int(r): c for r, c in censuses.items() if r is not None})
+        terminal.ranks(symmetry, console)
+    _write_outputs(shown, json_path, html_path, ranks=dict(censuses), symmetry=symmetry)
     st = [c.trace_stats for c in censuses.values()]
-    bad = sum(s.get("malformed", 0) for s in st)
-    console.print(f"[dim]read {sum(s.get('files', 0) for s in st)} file(s), "
-                  f"{sum(s.get('records', 0) for s in st)} records[/]"
+    bad = sum(s.malformed for s in st)
+    console.print(f"[dim]read {sum(s.files or 0 for s in st)} file(s), {sum(s.records for s in st)} records[/]"
                   + (f" · [yellow]{bad} malformed line(s) skipped[/]" if bad else ""))
     for s in st:
-        for u in s.get("unreadable", []):
+        for u in s.unreadable:
             err_console.print(f"[yellow]graphstitch: unreadable log skipped:[/] {u}")
-    if symmetry is not None and not symmetry["symmetric"]:
+    if symmetry is not None and not symmetry.symmetric:
         sys.exit(EXIT_FAIL)
 
 
@@ -636,7 +654,7 @@ Exit codes:
 @click.option("--html", "html_path", type=click.Path(dir_okay=False), help="Also write a self-contained HTML report.")
 @click.argument("script", type=click.Path())
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def run(json_path, html_path, script, args):
+def run(json_path: str | None, html_path: str | None, script: str, args: tuple[str, ...]) -> None:
     """Run an unmodified SCRIPT as __main__ with ARGS and report what torch.compile did.
 
     The script compiles with its own torch.compile calls and backend; graphstitch only
@@ -644,18 +662,23 @@ def run(json_path, html_path, script, args):
     process, its stdout/stderr pass through, and the census is printed when it ends,
     also when it raised or crashed. graphstitch's own options go before SCRIPT.
     """
-    import os
-    from .report import render_terminal
-    from .target import census_script
+    from . import worker
+    from .paths import project_root
+    from .render import terminal
 
     if not os.path.isfile(script):
         fail(f"script not found: {script}")
-    c, rc = census_script(script, list(args))
+    # The script keeps the terminal's process group (Ctrl-C reaches it as usual) and what it
+    # leaves running stays running, as with `python script.py`.
+    out = worker.run(worker.Job(handler="graphstitch.worker:script_job", script=script, argv=list(args),
+                                project_root=project_root(script)),
+                     own_session=False, ok_codes=None, what="script", reap=False)
+    c, rc = out.census, out.exit_code
     sys.stdout.flush()
     sys.stderr.flush()
     console = Console(highlight=False)
     console.print()
-    render_terminal(c, console)
+    terminal.census(c, console)
     if not c.frames:
         console.print("[dim]Nothing was compiled in the script's own process. Compiles in processes it "
                       "starts (mp.spawn, torchrun) are not seen here: run it with TORCH_TRACE=DIR and "

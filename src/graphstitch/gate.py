@@ -1,25 +1,28 @@
 """The CI gate: compare a census to a checked-in baseline and to budgets.
 
-A baseline stores, per target, only what the gate compares: sites keyed so that an
-unrelated edit above a site does not move it (GB id + function + file name + the text of
-the source line), skipped frames, recompile causes, and the totals. It reads the Census;
-it never counts anything itself. No torch import here.
+A baseline keeps, per target (named by ``targets.target_key``, so the spelling of the path
+does not matter), what the gate compares: each site's identity (``SiteId``: no line number,
+so an edit above a site does not move it), skipped frames, recompile causes and the totals.
+The comparison is ``changes.diff`` of the baseline's census and the new one; this module only
+words its result. No torch import.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from . import __version__
-from .analysis import Census
-from .report import short_path
+from .model import Census, FrameId, Graph, RecompileCause, Site, SiteId, SkippedFrame, normalize_code
+from .changes import diff
+from .jsonio import JSONError, from_json, to_json
+from .paths import short_path
 
-BASELINE_FORMAT = 1
+BASELINE_FORMAT = 2
 BUDGET_KEYS = ("max_breaks", "max_graphs", "max_recompiles")
 
 
@@ -27,43 +30,69 @@ class BaselineError(Exception):
     """The baseline file is missing, unreadable or not a graphstitch baseline (exit 2)."""
 
 
-def _norm_code(code: str) -> str:
-    return re.sub(r"\s+", " ", code or "").strip()
-
-
-def site_key(entry: dict, *, with_gb: bool = True) -> str:
-    """Identity of a site across runs and unrelated line shifts. Without source text (no
-    traceback line) the line number is the only anchor left."""
-    anchor = _norm_code(entry.get("code", "")) or f"line {entry.get('line')}"
-    parts = [os.path.basename(entry.get("file", "")), entry.get("function", ""), anchor]
-    return " | ".join(([entry.get("gb_id", "")] if with_gb else []) + parts)
-
-
-def skipped_key(entry: dict) -> str:
-    return f"{os.path.basename(entry.get('file', ''))} | {entry.get('function', '')} | {entry.get('fail_type', '')}"
-
-
-def entry_from_census(c: Census) -> dict:
-    """The part of a census a baseline keeps (stable, sorted, human-diffable)."""
-    return {
-        "graph_count": c.graph_count,
-        "break_site_count": len(c.sites),
-        "break_events": c.break_events,
-        "recompile_count": c.recompile_count,
-        "sites": sorted(({"gb_id": s.gb_id, "file": short_path(s.file), "line": s.line, "function": s.function,
-                          "code": _norm_code(s.code), "events": s.events} for s in c.sites),
-                        key=lambda e: (e["file"], e["line"], e["gb_id"])),
-        "skipped_frames": sorted(({"function": f.function, "file": short_path(f.file), "line": f.line,
-                                   "fail_type": f.fail_type} for f in c.skipped_frames),
-                                 key=lambda e: (e["file"], e["line"])),
-        "recompiles": sorted(({"reason": r.reason, "count": r.count} for r in c.recompiles),
-                             key=lambda e: e["reason"]),
-    }
-
-
 # ----------------------------------------------------------------------------- baseline file
 
-def load_baseline(path: str | os.PathLike) -> dict:
+@dataclass
+class BaselineSite:
+    id: SiteId
+    line: int                 # where it was (shown in messages; not matched on)
+    events: int
+    gb_type: str = ""
+
+
+@dataclass
+class BaselineFrame:
+    id: FrameId
+    line: int
+    fail_type: str
+
+
+@dataclass
+class BaselineCause:
+    reason: str
+    count: int
+
+
+@dataclass
+class BaselineEntry:
+    graph_count: int
+    recompile_count: int
+    sites: list[BaselineSite] = field(default_factory=list)
+    skipped_frames: list[BaselineFrame] = field(default_factory=list)
+    recompiles: list[BaselineCause] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, c: Census) -> "BaselineEntry":
+        """The part of a census a baseline keeps (stable, sorted, human-diffable)."""
+        return cls(
+            graph_count=c.graph_count, recompile_count=c.recompile_count,
+            sites=sorted((BaselineSite(s.id, s.line, s.events, s.gb_type) for s in c.sites),
+                         key=lambda e: (e.id.path, e.line, e.id.gb_id)),
+            skipped_frames=sorted((BaselineFrame(f.id, f.line, f.fail_type) for f in c.skipped_frames),
+                                  key=lambda e: (e.id.path, e.line)),
+            recompiles=sorted((BaselineCause(r.reason, r.count) for r in c.recompiles), key=lambda e: e.reason))
+
+    def census(self, target: str) -> Census:
+        """The baseline as a Census, for ``diff``: only what the gate compares is there."""
+        return Census(
+            target=target,
+            graphs=[Graph("?", "?", 0, "?", None) for _ in range(self.graph_count)],
+            sites=[Site(e.id, e.id.gb_id, e.gb_type, e.id.path, e.line, e.id.function, e.id.code, e.events)
+                   for e in self.sites],
+            skipped_frames=[SkippedFrame(e.id, "?", e.id.path, e.line, e.id.function, e.fail_type, "")
+                            for e in self.skipped_frames],
+            recompiles=[RecompileCause(e.reason, e.count) for e in self.recompiles])
+
+
+@dataclass
+class Baseline:
+    graphstitch_version: str
+    torch_version: str | None
+    targets: dict[str, BaselineEntry] = field(default_factory=dict)
+    format: int = BASELINE_FORMAT
+
+
+def load_baseline(path: str | os.PathLike[str]) -> Baseline:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -72,28 +101,46 @@ def load_baseline(path: str | os.PathLike) -> dict:
         raise BaselineError(f"cannot read baseline {path}: {e}") from None
     try:
         data = json.loads(text)
-    except ValueError as e:
+    except (ValueError, RecursionError) as e:
         raise BaselineError(f"baseline {path} is not valid JSON ({e}); fix it or recreate it with --update") from None
-    if not isinstance(data, dict) or not isinstance(data.get("targets"), dict) \
-            or data.get("format") != BASELINE_FORMAT:
+    if not isinstance(data, dict) or data.get("format") not in (1, BASELINE_FORMAT):
         raise BaselineError(f"baseline {path} is not a graphstitch baseline (format {BASELINE_FORMAT}); "
                             "recreate it with --update")
-    for name, entry in data["targets"].items():
-        if not isinstance(entry, dict) or not all(isinstance(entry.get(k), list)
-                                                  for k in ("sites", "skipped_frames", "recompiles")):
-            raise BaselineError(f"baseline {path}: entry for {name!r} is malformed; recreate it with --update")
-    return data
+    try:
+        if data["format"] == 1:
+            data = _upgrade_format_1(data)
+        return from_json(Baseline, data)
+    except (JSONError, KeyError, TypeError, AttributeError) as e:
+        raise BaselineError(f"baseline {path} is malformed ({e}); recreate it with --update") from None
 
 
-def baseline_text(entries: dict[str, dict], torch_version: str | None) -> str:
-    data = {"format": BASELINE_FORMAT, "graphstitch_version": __version__,
-            "torch_version": torch_version, "targets": entries}
-    return json.dumps(data, indent=2, sort_keys=True) + "\n"
+def _upgrade_format_1(data: dict[str, Any]) -> dict[str, Any]:
+    """graphstitch 0.1 baselines: sites keyed by file name + function + source text."""
+    def entry(e: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "graph_count": e["graph_count"], "recompile_count": e.get("recompile_count", 0),
+            "sites": [{"id": {"gb_id": s["gb_id"], "path": s["file"], "function": s["function"],
+                              "code": normalize_code(s.get("code", "")) or f"line {s['line']}"},
+                       "line": s["line"], "events": s["events"]} for s in e["sites"]],
+            "skipped_frames": [{"id": {"path": f["file"], "function": f["function"]}, "line": f["line"],
+                                "fail_type": f["fail_type"]} for f in e["skipped_frames"]],
+            "recompiles": e["recompiles"]}
+    return {"format": BASELINE_FORMAT, "graphstitch_version": data.get("graphstitch_version", "?"),
+            "torch_version": data.get("torch_version"),
+            "targets": {k: entry(v) for k, v in data["targets"].items()}}
+
+
+def baseline_text(b: Baseline) -> str:
+    return json.dumps(to_json(b), indent=2, sort_keys=True) + "\n"
+
+
+def new_baseline(entries: dict[str, BaselineEntry], torch_version: str | None) -> Baseline:
+    return Baseline(__version__, torch_version, dict(sorted(entries.items())))
 
 
 # ----------------------------------------------------------------------------- budgets
 
-def pyproject_budgets(start: str | os.PathLike = ".") -> tuple[dict, Path | None]:
+def pyproject_budgets(start: str | os.PathLike[str] = ".") -> tuple[dict[str, int], Path | None]:
     """[tool.graphstitch] budgets from the nearest pyproject.toml at or above ``start``.
     Keys may be spelled max-breaks or max_breaks."""
     here = Path(start).resolve()
@@ -129,60 +176,48 @@ class Verdict:
         return not self.regressions
 
 
-def _where(e: dict) -> str:
-    return f"{short_path(e.get('file', '?'))}:{e.get('line', '?')}"
+def _at(path: str, line: int) -> str:
+    return f"{short_path(path)}:{line}"
 
 
-def compare(target: str, c: Census, base: dict | None, *, base_torch: str | None = None,
-            budgets: dict | None = None) -> Verdict:
-    """Regressions (new or grown sites, more graphs, new skipped frames, new recompile
-    causes, budgets exceeded) and improvements of ``c`` against a baseline entry."""
+def compare(target: str, c: Census, base: BaselineEntry | None, *, base_torch: str | None = None,
+            budgets: dict[str, int] | None = None) -> Verdict:
+    """Regressions (new or grown sites, more graphs, new skipped frames, new or grown
+    recompile causes, budgets exceeded) and improvements of ``c`` against a baseline entry."""
     v = Verdict(target)
-    now = entry_from_census(c)
     if base is not None:
-        # Another torch may renumber or retype breaks: match sites on the source line only
-        # then, and keep comparing every total, so nothing passes silently.
+        # Another torch may renumber or retype breaks: match sites without their GB id then,
+        # and keep comparing every total, so nothing passes silently.
         same_torch = not base_torch or not c.torch_version or base_torch == c.torch_version
         if not same_torch:
             v.warnings.append(f"baseline was made with torch {base_torch}, this is torch {c.torch_version}: "
                               "sites are matched without their GB id; re-baseline with --update")
-        key = (lambda e: site_key(e)) if same_torch else (lambda e: site_key(e, with_gb=False))
-        old_sites = {key(e): e for e in base["sites"]}
-        new_sites = {key(e): e for e in now["sites"]}
-        for k, e in new_sites.items():
-            o = old_sites.get(k)
-            if o is None:
-                v.regressions.append(f"new break site {e['gb_id']} at {_where(e)} in {e['function']}: {e['code']}")
-            elif e["events"] > o["events"]:
-                v.regressions.append(f"more break events at {_where(e)} ({e['gb_id']}): {o['events']} -> {e['events']}")
-            elif e["events"] < o["events"]:
-                v.improvements.append(f"fewer break events at {_where(e)} ({e['gb_id']}): {o['events']} -> {e['events']}")
-        for k, o in old_sites.items():
-            if k not in new_sites:
-                v.improvements.append(f"break site gone: {o['gb_id']} at {_where(o)} in {o['function']}")
-        old_g, new_g = base.get("graph_count"), now["graph_count"]
-        if isinstance(old_g, int):
-            if new_g > old_g:
-                v.regressions.append(f"more graphs: {old_g} -> {new_g}")
-            elif new_g < old_g:
-                v.improvements.append(f"fewer graphs: {old_g} -> {new_g}")
-        old_sk = {skipped_key(e) for e in base["skipped_frames"]}
-        new_sk = {skipped_key(e) for e in now["skipped_frames"]}
-        for e in now["skipped_frames"]:
-            if skipped_key(e) not in old_sk:
-                v.regressions.append(f"new skipped frame (runs eager): {e['function']} at {_where(e)} ({e['fail_type']})")
-        for e in base["skipped_frames"]:
-            if skipped_key(e) not in new_sk:
-                v.improvements.append(f"frame no longer skipped: {e['function']} at {_where(e)}")
-        old_rc = {e.get("reason"): e.get("count", 0) for e in base["recompiles"]}
-        new_rc = {e["reason"] for e in now["recompiles"]}
-        for e in now["recompiles"]:
-            if e["reason"] not in old_rc:
-                v.regressions.append(f"new recompile cause ({e['count']}x): {e['reason']}")
-            elif e["count"] < old_rc[e["reason"]]:
-                v.improvements.append(f"fewer recompiles ({old_rc[e['reason']]} -> {e['count']}): {e['reason']}")
-        for r in sorted(set(old_rc) - new_rc, key=str):
-            v.improvements.append(f"recompile cause gone: {r}")
+        d = diff(base.census(target), c, match_gb=same_torch)
+        for s in d.new_sites:
+            v.regressions.append(f"new break site {s.gb_id} at {_at(s.file, s.line)} in {s.function}: {s.code.strip()}")
+        for ch in d.site_events:
+            s = ch.site
+            words = "more" if ch.after > ch.before else "fewer"
+            (v.regressions if ch.after > ch.before else v.improvements).append(
+                f"{words} break events at {_at(s.file, s.line)} ({s.gb_id}): {ch.before} -> {ch.after}")
+        for s in d.gone_sites:
+            v.improvements.append(f"break site gone: {s.gb_id} at {s.id.path}:{s.line} in {s.function}")
+        if d.graphs.after != d.graphs.before:
+            words = "more" if d.graphs.after > d.graphs.before else "fewer"
+            (v.regressions if d.graphs.after > d.graphs.before else v.improvements).append(
+                f"{words} graphs: {d.graphs.before} -> {d.graphs.after}")
+        for f in d.new_skipped:
+            v.regressions.append(f"new skipped frame (runs eager): {f.function} at {_at(f.file, f.line)} ({f.fail_type})")
+        for f in d.gone_skipped:
+            v.improvements.append(f"frame no longer skipped: {f.function} at {f.id.path}:{f.line}")
+        for r in d.new_causes:
+            v.regressions.append(f"new recompile cause ({r.count}x): {r.reason}")
+        for cc in d.cause_counts:
+            words = "more" if cc.after > cc.before else "fewer"
+            (v.regressions if cc.after > cc.before else v.improvements).append(
+                f"{words} recompiles ({cc.before} -> {cc.after}): {cc.cause.reason}")
+        for r in d.gone_causes:
+            v.improvements.append(f"recompile cause gone: {r.reason}")
     for name, value, limit in (("break sites", len(c.sites), (budgets or {}).get("max_breaks")),
                                ("graphs", c.graph_count, (budgets or {}).get("max_graphs")),
                                ("recompiles", c.recompile_count, (budgets or {}).get("max_recompiles"))):
@@ -193,7 +228,7 @@ def compare(target: str, c: Census, base: dict | None, *, base_torch: str | None
 
 # ----------------------------------------------------------------------------- in tests
 
-def violations(c: Census, limits: dict) -> str | None:
+def violations(c: Census, limits: dict[str, Any]) -> str | None:
     """The failure text for a census over its limits (pytest plugin, assert helper): the
     budgets exceeded, then every site (file:line, GB id, first hint) and recompile cause."""
     v = compare(c.target or "", c, None, budgets=limits)
@@ -210,13 +245,13 @@ def violations(c: Census, limits: dict) -> str | None:
     return "\n".join(lines)
 
 
-def assert_no_graph_breaks(fn, *args, **kwargs) -> Census:
+def assert_no_graph_breaks(fn: Any, *args: Any, **kwargs: Any) -> Census:
     """Compile ``fn``, call it once, and raise AssertionError naming every break site.
     Returns the census when there is none."""
     from .live import census
     c = census(fn, *args, **kwargs)
     if c.error:
-        raise AssertionError(f"graphstitch: {fn!r} failed: {c.error.get('message')}")
+        raise AssertionError(f"graphstitch: {fn!r} failed: {c.error.message}")
     msg = violations(c, {"max_breaks": 0})
     if msg:
         raise AssertionError(msg)

@@ -5,7 +5,7 @@ Runs the target's calls under a capture, then reads the Census: recompile causes
 ``census.recompiles`` (not regrouped here), the guard set of every cache entry from
 ``census.guards`` (the ``dynamo_cpp_guards_str`` trace record), normalized so that object
 ids, addresses and the global-state blob do not make two equal guard sets look different.
-Module import stays torch-free (advice_for is used by the SARIF writer).
+The result is a :class:`GuardReport`. Module import stays torch-free.
 """
 
 from __future__ import annotations
@@ -15,7 +15,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .analysis import Census
+from .advice import advise
+from .model import Census, ErrorInfo, RecompileCause
+from .records import compile_order, frame_key, recompile_index
+from .targets import Call, Options
 
 DEFAULT_SIZES_AFTER = 3   # --vary: the original size, then this many others
 _LIMIT_RE = re.compile(r"recompile limit exceeded", re.I)
@@ -46,11 +49,6 @@ def guard_diff(before: list[str], after: list[str]) -> list[str]:
             if d[:1] in "+-" and not d.startswith(("---", "+++"))]
 
 
-def _frame_and_recompile(cid: str) -> tuple[str, int]:
-    frame, _, r = cid.rpartition("/")
-    return frame, int(r) if r.isdigit() else 0
-
-
 @dataclass
 class FrameEntries:
     frame: str                       # frame id (with compiled-autograd prefix if any)
@@ -64,9 +62,8 @@ def cache_entries(c: Census) -> list[FrameEntries]:
     """The guard set of each cache entry, grouped by frame, with the diff between entries."""
     functions = {f.compile_id: f.function for f in c.frames}
     frames: dict[str, FrameEntries] = {}
-    for cid in sorted(c.guards, key=lambda x: (_frame_and_recompile(x)[0].split("/")[-1].zfill(9),
-                                               _frame_and_recompile(x)[1])):
-        frame, _ = _frame_and_recompile(cid)
+    for cid in sorted(c.guards, key=compile_order):
+        frame = frame_key(cid)
         fe = frames.setdefault(frame, FrameEntries(frame, functions.get(cid, "?"), [], {}, {}))
         lines = normalize_guards(c.guards[cid])
         if fe.compile_ids:
@@ -74,38 +71,6 @@ def cache_entries(c: Census) -> list[FrameEntries]:
         fe.compile_ids.append(cid)
         fe.guards[cid] = lines
     return list(frames.values())
-
-
-# ----------------------------------------------------------------------------- advice
-
-_SIZE_RE = re.compile(r"tensor(?: '([^']*)')? (size|stride) mismatch at index (\d+)")
-
-
-def advice_for(reason: str) -> list[str]:
-    """What to do about one recompile cause (its normalized reason)."""
-    m = _SIZE_RE.search(reason)
-    if m:
-        name, dim = m.group(1) or "x", m.group(3)
-        return [f"Mark the dimension dynamic before the first call: torch._dynamo.mark_dynamic({name}, {dim}); "
-                "or compile with dynamic=True.",
-                "If only a few sizes occur, torch.compiler.set_stance('eager_on_recompile') runs new sizes "
-                "eagerly instead of recompiling."]
-    if "___check_obj_id" in reason or "___check_type_id" in reason or "ID_MATCH" in reason:
-        return ["A different object reached the same code each call (functions or modules made by a factory "
-                "share one code object and one cache): compile each with torch.compile(fn, "
-                "isolate_recompiles=True), or build the object once and reuse it."]
-    if re.search(r"dtype|device|requires_grad|dispatch key", reason, re.I):
-        return ["Inputs changed dtype, device or requires_grad: each combination is its own graph. "
-                "Convert inputs once before the compiled call."]
-    if re.search(r"global state|grad_mode|autocast|GLOBAL_STATE", reason, re.I):
-        return ["Global state (grad mode, autocast, default dtype) differed between calls: keep it the same "
-                "around the compiled call."]
-    if "<value>" in reason:
-        return ["A Python scalar is guarded by value, so every new value recompiles: pass it as a tensor "
-                "(torch.tensor(v)) or move the state out of the compiled function; for integer nn.Module "
-                "attributes set torch._dynamo.config.allow_unspec_int_on_nn_module = True."]
-    return ["Make the guarded value stable between calls. In tests, torch.compiler.set_stance("
-            "'fail_on_recompile') turns any recompile into an error."]
 
 
 # ----------------------------------------------------------------------------- runs
@@ -129,7 +94,7 @@ def _arg_names(fn: Any, n_args: int) -> list[str]:
     return (names + [f"arg{i}" for i in range(len(names), n_args)])[:n_args]
 
 
-def vary_calls(call: tuple, name: str | None, dim: int, sizes: list[int] | None) -> tuple[list[tuple], str, list[int]]:
+def vary_calls(call: Call, name: str | None, dim: int, sizes: list[int] | None) -> tuple[list[Call], str, list[int]]:
     """Calls of the first factory call with one tensor's dimension changed over several
     sizes. Returns (calls, the argument's name, sizes)."""
     import torch
@@ -170,7 +135,7 @@ def vary_calls(call: tuple, name: str | None, dim: int, sizes: list[int] | None)
     return out, name, sizes
 
 
-def shared_code(calls: list[tuple]) -> list[str]:
+def shared_code(calls: list[Call]) -> list[str]:
     """Functions reached through several distinct objects built from one code object (a
     factory of closures or modules): they share one Dynamo cache, so each one's guards
     evict or recompile the others'."""
@@ -187,29 +152,41 @@ SHARED_CODE_ADVICE = ("{names} is called through {what} built from one code obje
                       "pass what differs as arguments.")
 
 
-def run(spec: str, opts, *, repeat: int | None = None, vary: str | None = None,
-        sizes: list[int] | None = None, recompile_limit: int | None = None) -> tuple[Census, dict]:
+@dataclass
+class GuardRun:
+    """What was run: the factory's calls repeated, or one dimension varied."""
+    mode: str                          # "repeat" | "vary"
+    recompile_limit: int | None
+    shared_code: list[str] = field(default_factory=list)
+    repeat: int | None = None
+    vary: str | None = None            # NAME:DIM
+    sizes: list[int] = field(default_factory=list)
+
+
+def run(spec: str, opts: Options, *, repeat: int | None = None, vary: str | None = None,
+        sizes: list[int] | None = None, recompile_limit: int | None = None,
+        project_root: str | None = None) -> tuple[Census, GuardRun]:
     """Census of the target's calls repeated or varied, in this process. Raises TargetError
     (bad target) or ValueError (bad --vary)."""
     from . import dynamo
     from .live import Capture, run_calls
-    from .target import load_factory, make_calls
+    from .targets import load_factory, make_calls
     calls = make_calls(load_factory(spec), spec)
-    info: dict = {"mode": "repeat" if repeat else "vary",
-                  "recompile_limit": recompile_limit if recompile_limit is not None else dynamo.recompile_limit()}
-    info["shared_code"] = shared_code(calls)
+    info = GuardRun("repeat" if repeat else "vary",
+                    recompile_limit if recompile_limit is not None else dynamo.recompile_limit(),
+                    shared_code(calls))
     if repeat:
         calls = calls * repeat
-        info["repeat"] = repeat
+        info.repeat = repeat
     else:
         name, dim = parse_vary(vary or "")
         calls, name, used = vary_calls(calls[0], name, dim, sizes)
-        info.update(vary=f"{name}:{dim}", sizes=used)
+        info.vary, info.sizes = f"{name}:{dim}", used
     patch = {} if recompile_limit is None else {"recompile_limit": recompile_limit}
-    with dynamo.config(**patch), Capture(target=spec) as cap:
+    with dynamo.config(**patch), Capture(target=spec, project_root=project_root) as cap:
         run_calls(cap, calls, opts)
     assert cap.census is not None
-    return cap.census, info
+    return advise(cap.census), info
 
 
 @dataclass
@@ -220,67 +197,46 @@ class Stability:
     problems: list[str] = field(default_factory=list)
 
 
-def judge(c: Census, info: dict) -> Stability:
+def judge(c: Census, info: GuardRun) -> Stability:
     # The failed compile often has no code location of its own: name it by its frame.
-    names = {_frame_and_recompile(f.compile_id)[0]: f.function for f in c.frames if f.function != "?"}
-    hits = [f"{names.get(_frame_and_recompile(f.compile_id)[0], f.function)} ({f.compile_id})"
+    names = {frame_key(f.compile_id): f.function for f in c.frames if f.function != "?"}
+    hits = [f"{names.get(frame_key(f.compile_id), f.function)} ({f.compile_id})"
             for f in c.skipped_frames if _LIMIT_RE.search(f.reason)]
     st = Stability(ok=True, limit_hits=hits)
     if hits:
-        st.problems.append(f"recompile_limit ({info['recompile_limit']}) hit: {', '.join(hits)} silently "
+        st.problems.append(f"recompile_limit ({info.recompile_limit}) hit: {', '.join(hits)} silently "
                            "runs eagerly from now on")
-    if info["mode"] == "repeat":
+    if info.mode == "repeat":
         for r in c.recompiles:
             st.problems.append(f"recompiled {r.count}x on repeated identical calls: {r.reason}")
     else:
-        most = max((_frame_and_recompile(f.compile_id)[1] for f in c.frames), default=0)
+        most = max((recompile_index(f.compile_id) for f in c.frames), default=0)
         st.generalized = bool(c.recompiles) and most <= 1 and not hits
         if c.recompiles and not st.generalized:
-            st.problems.append(f"did not generalize: a frame compiled {most + 1} times over sizes {info['sizes']}")
+            st.problems.append(f"did not generalize: a frame compiled {most + 1} times over sizes {info.sizes}")
     st.ok = not st.problems and not c.error
     return st
 
 
-def _shared_advice(info: dict) -> str:
-    return SHARED_CODE_ADVICE.format(names=", ".join(info["shared_code"]), what="several objects")
+@dataclass
+class GuardReport:
+    """`graphstitch guards --json`."""
+    target: str | None
+    torch_version: str | None
+    run: GuardRun
+    ok: bool
+    generalized: bool | None
+    recompile_limit_hit: list[str]
+    problems: list[str]
+    recompiles: list[RecompileCause]       # with advice
+    shared_code_advice: str | None
+    cache_entries: list[FrameEntries]
+    error: ErrorInfo | None
+    schema: str = "graphstitch.guards/2"
 
 
-def to_dict(c: Census, info: dict, st: Stability) -> dict:
-    from dataclasses import asdict
-    return {**info, "shared_code_advice": _shared_advice(info) if c.recompiles and info["shared_code"] else None, "target": c.target, "torch_version": c.torch_version, "ok": st.ok,
-            "generalized": st.generalized, "recompile_limit_hit": st.limit_hits, "problems": st.problems,
-            "recompiles": [{**asdict(r), "advice": advice_for(r.reason)} for r in c.recompiles],
-            "cache_entries": [asdict(fe) for fe in cache_entries(c)], "error": c.error}
-
-
-def render(c: Census, info: dict, st: Stability, console, full: bool = False) -> None:
-    from rich.markup import escape
-    mode = f"repeat x{info['repeat']}" if info["mode"] == "repeat" else f"vary {info['vary']} over {info['sizes']}"
-    console.print(f"[bold]graphstitch guards[/] {escape(c.target or '')} · {escape(mode)} · "
-                  f"{c.recompile_count} recompiles · recompile_limit {info['recompile_limit']}")
-    for r in c.recompiles:
-        console.print(f"[bold]recompile cause[/] ({r.count}x, {escape(', '.join(r.frames))}): {escape(r.reason)}")
-        for a in advice_for(r.reason):
-            console.print(f"  [magenta]Advice:[/] {escape(a)}")
-    if c.recompiles and info.get("shared_code"):
-        console.print(f"[magenta]Advice:[/] {escape(_shared_advice(info))}")
-    if info["mode"] == "vary":
-        console.print("automatic dynamic shapes generalized after one recompile: "
-                      + ("[green]yes[/]" if st.generalized else "[dim]no recompile[/]" if not c.recompiles
-                         else "[bold red]NO[/]"))
-    console.print("recompile_limit hit (silent eager fallback): "
-                  + (f"[bold red]YES[/] {escape(', '.join(st.limit_hits))}" if st.limit_hits else "[green]no[/]"))
-    for fe in cache_entries(c):
-        console.print(f"\n[bold]frame {escape(fe.frame)}[/] {escape(fe.function)}: {len(fe.compile_ids)} cache "
-                      f"entr{'y' if len(fe.compile_ids) == 1 else 'ies'}")
-        for cid in fe.compile_ids:
-            console.print(f"  entry {escape(cid)}: {len(fe.guards[cid])} guard lines")
-            if full:
-                for line in fe.guards[cid]:
-                    console.print(f"    [dim]{escape(line)}[/]")
-            for d in fe.diffs.get(cid, []):
-                console.print(f"    [{'red' if d[0] == '-' else 'green'}]{escape(d)}[/]")
-    for p in st.problems:
-        console.print(f"[bold red]unstable:[/] {escape(p)}")
-    if st.ok:
-        console.print("[green]stable[/]")
+def report(c: Census, info: GuardRun, st: Stability) -> GuardReport:
+    shared = (SHARED_CODE_ADVICE.format(names=", ".join(info.shared_code), what="several objects")
+              if c.recompiles and info.shared_code else None)
+    return GuardReport(c.target, c.torch_version, info, st.ok, st.generalized, st.limit_hits, st.problems,
+                       c.recompiles, shared, cache_entries(c), c.error)

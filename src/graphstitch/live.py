@@ -1,4 +1,11 @@
-"""Live capture: structured-trace records and counted graphs from a real torch.compile run."""
+"""Live capture: structured-trace records and counted graphs from a real torch.compile run.
+
+:class:`Capture` listens to Dynamo's structured trace (the records TORCH_TRACE writes) and
+counts graphs with its own backend; :func:`run_calls` compiles a target's calls and runs
+them, then the eager reference; :func:`run_script` runs a user script as ``__main__``. The
+one module of the runner layer that runs user code under capture; errors in that code are
+recorded on the capture (``error``), never raised.
+"""
 
 from __future__ import annotations
 
@@ -6,15 +13,20 @@ import contextlib
 import copy
 import io
 import logging
+import os
+import runpy
+import sys
 import traceback
 from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
 from . import dynamo
-from .analysis import Census, build_census
+from .analysis import build_census
+from .model import Census, Checks, ErrorInfo, ErrorKind, SideEffects, TraceStats
+from .jsonio import to_json
 from .records import Decoder, Record
-from .target import Options
+from .targets import Call, Options, TargetError, load_factory, make_calls
 
 Sink = Callable[[Record], None]
 
@@ -36,20 +48,28 @@ class Capture:
     ``cap.census`` is built when the block exits (also when it raised).
     """
 
-    def __init__(self, sink: Sink | None = None, *, reset: bool = True, target: str | None = None):
+    def __init__(self, sink: Sink | None = None, *, reset: bool = True, target: str | None = None,
+                 project_root: str | None = None):
         self._reset = reset
         self._target = target
+        self._root = project_root
         self._decoder = Decoder(intern=dynamo.intern_table())
-        self.events: list = []
+        self.events: list[object] = []
         self.sink: Sink = sink or self._decode
         self.census: Census | None = None
+        self.error: ErrorInfo | None = None   # also known here when records go to a file
 
     def _decode(self, rec: Record) -> None:
         self.events.extend(self._decoder.decode(rec))
 
     def note(self, **data: Any) -> None:
         """Add a graphstitch run record (target, config, outcome) to the stream."""
-        self.sink(Record({"graphstitch_run": data}))
+        self.sink(Record({"graphstitch_run": to_json(data)}))
+
+    def fail(self, error: ErrorInfo) -> None:
+        if self.error is None:
+            self.error = error
+        self.note(error=error)
 
     @contextlib.contextmanager
     def _active(self) -> Iterator["Capture"]:
@@ -60,14 +80,16 @@ class Capture:
             with dynamo.trace_handler(_TraceHandler(self.sink)):
                 yield self
         finally:
-            self.census = build_census(self.events, target=self._target)
-            self.census.trace_stats = {"records": self._decoder.records, "malformed": self._decoder.malformed}
+            self.census = build_census(self.events, target=self._target, project_root=self._root)
+            self.census.trace_stats = TraceStats(self._decoder.records, self._decoder.malformed)
+            if self.census.error is None:
+                self.census.error = self.error
 
     def __enter__(self) -> "Capture":
         self._cm = self._active()
         return self._cm.__enter__()
 
-    def __exit__(self, *exc) -> bool:
+    def __exit__(self, *exc: Any) -> bool:
         return bool(self._cm.__exit__(*exc))
 
 
@@ -80,10 +102,10 @@ def capture(*, reset: bool = True) -> Capture:
     return Capture(reset=reset)
 
 
-def counting_backend(sink: Sink, inner: Callable | None = None) -> Callable:
+def counting_backend(sink: Sink, inner: Callable[..., Any] | None = None) -> Callable[..., Any]:
     """A backend that records each FX graph with its compile id, then runs it (eagerly by
     default, or through ``inner``)."""
-    def backend(gm: torch.fx.GraphModule, example_inputs):
+    def backend(gm: torch.fx.GraphModule, example_inputs: Any) -> Any:
         ops = dynamo.graph_ops(gm)
         sink(Record({"graphstitch_graph": {"compile_id": dynamo.current_compile_id(),
                                            "op_count": len(ops), "ops": ops}}))
@@ -93,10 +115,8 @@ def counting_backend(sink: Sink, inner: Callable | None = None) -> Callable:
 
 # ----------------------------------------------------------------------------- running calls
 
-Call = tuple[Callable, tuple, dict]
 
-
-def _leaves(x: Any, path: str = "out", depth: int = 0, seen: set | None = None):
+def _leaves(x: Any, path: str = "out", depth: int = 0, seen: set[int] | None = None) -> Iterator[tuple[str, Any]]:
     """(path, value) for every tensor / plain value in an output, however it is wrapped
     (tuples, dicts, dataclasses, model-output and cache objects)."""
     seen = set() if seen is None else seen
@@ -140,11 +160,11 @@ def clone_output(x: Any) -> Any:
         return x
 
 
-def error_info(kind: str, exc: BaseException) -> dict:
+def error_info(kind: ErrorKind, exc: BaseException) -> ErrorInfo:
     tb = traceback.extract_tb(exc.__traceback__)
     last = tb[-1] if tb else None
-    return {"kind": kind, "type": type(exc).__name__, "message": (str(exc).strip() or repr(exc))[:2000],
-            "where": f"{last.filename}:{last.lineno}" if last else None}
+    return ErrorInfo(kind, (str(exc).strip() or repr(exc))[:2000], type(exc).__name__,
+                     f"{last.filename}:{last.lineno}" if last else None)
 
 
 def run_calls(cap: Capture, calls: Sequence[Call], opts: Options) -> None:
@@ -178,9 +198,9 @@ def run_calls(cap: Capture, calls: Sequence[Call], opts: Options) -> None:
     with grad:
         inner = None if opts.backend in ("counting", "graphstitch") else dynamo.lookup_backend(opts.backend)
         backend = counting_backend(cap.sink, inner)
-        compiled: dict[int, Callable] = {}
+        compiled: dict[int, Callable[..., Any]] = {}
         outputs: list[Any] = []
-        extra = dynamo.resolve_config((opts.patches or {}).get("config") or {})
+        extra = dynamo.resolve_config(opts.patches.config if opts.patches else {})
         with dynamo.config(nested_graph_breaks=opts.nested_graph_breaks, **extra):
             for i, (fn, args, kwargs) in enumerate(calls):
                 # One compiled wrapper per distinct callable, so calls share its cache.
@@ -196,9 +216,9 @@ def run_calls(cap: Capture, calls: Sequence[Call], opts: Options) -> None:
                         try:
                             eager(i)
                         except Exception as ee:  # noqa: BLE001
-                            cap.note(error=error_info("eager", ee))
+                            cap.fail(error_info(ErrorKind.EAGER, ee))
                             return
-                    cap.note(error=error_info("compiled", e))
+                    cap.fail(error_info(ErrorKind.COMPILED, e))
                     return
             if opts.fresh:
                 _fresh_check(cap, calls, compiled)
@@ -211,7 +231,7 @@ def run_calls(cap: Capture, calls: Sequence[Call], opts: Options) -> None:
             try:
                 want = eager(i)
             except Exception as e:  # noqa: BLE001
-                cap.note(error=error_info("eager", e))
+                cap.fail(error_info(ErrorKind.EAGER, e))
                 return
             ok, why = outputs_equal(got, want)
             if not ok:
@@ -230,20 +250,20 @@ def _effects(out: list[str]) -> Iterator[None]:
     every level meanwhile, so a dropped debug call is seen too."""
     orig, orig_enabled = logging.Logger.handle, logging.Logger.isEnabledFor
 
-    def enabled(self, level):
+    def enabled(self: logging.Logger, level: int) -> bool:
         return True if not self.name.startswith("torch") else orig_enabled(self, level)
 
-    def handle(self, record):
+    def handle(self: logging.Logger, record: logging.LogRecord) -> None:
         if not record.name.startswith("torch"):  # torch's own warnings differ by design
             out.append(f"log {record.name} {record.levelname} {record.getMessage()}")
         return orig(self, record)
     buf = io.StringIO()
-    logging.Logger.handle, logging.Logger.isEnabledFor = handle, enabled
+    logging.Logger.handle, logging.Logger.isEnabledFor = handle, enabled  # type: ignore[method-assign]
     try:
         with contextlib.redirect_stdout(buf):
             yield
     finally:
-        logging.Logger.handle, logging.Logger.isEnabledFor = orig, orig_enabled
+        logging.Logger.handle, logging.Logger.isEnabledFor = orig, orig_enabled  # type: ignore[method-assign]
         if buf.getvalue():
             out.append("stdout " + buf.getvalue())
 
@@ -266,13 +286,13 @@ def _fresh(x: Any, gen: torch.Generator) -> Any:
     return x
 
 
-def _fresh_check(cap: Capture, calls: Sequence[Call], compiled: dict[int, Callable]) -> None:
+def _fresh_check(cap: Capture, calls: Sequence[Call], compiled: dict[int, Callable[..., Any]]) -> None:
     """Run a fresh random input set eagerly and through the (warm) compiled functions:
     outputs must match, and each call must print/log the same at run time. Compile-time
     runs on fake tensors (allow_in_graph, nonstrict_trace) are not run-time effects."""
     gen = torch.Generator().manual_seed(1234)
     fresh = [(fn, _fresh(a, gen), _fresh(k, gen)) for fn, a, k in calls]
-    checks: dict[str, Any] = {"fresh_outputs_match": True, "side_effects_kept": True}
+    checks = Checks(fresh_outputs_match=True, side_effects_kept=True)
     for i, (fn, args, kwargs) in enumerate(fresh):
         eff_e: list[str] = []
         eff_c: list[str] = []
@@ -284,20 +304,20 @@ def _fresh_check(cap: Capture, calls: Sequence[Call], compiled: dict[int, Callab
             with _effects(eff_c):
                 got = compiled[id(fn)](*args, **kwargs)
         except Exception as e:  # noqa: BLE001
-            checks["fresh_error"] = f"{type(e).__name__}: {str(e).strip()[:300]}"
-            checks["fresh_outputs_match"] = False
+            checks.fresh_error = f"{type(e).__name__}: {str(e).strip()[:300]}"
+            checks.fresh_outputs_match = False
             break
         ok, why = outputs_equal(got, want)
-        if not ok and checks["fresh_outputs_match"]:
-            checks["fresh_outputs_match"] = False
-            checks["fresh_mismatch"] = f"fresh call {i}: {why}"
-        if eff_e != eff_c and checks["side_effects_kept"]:
-            checks["side_effects_kept"] = False
-            checks["side_effects"] = {"call": i, "eager": eff_e[:5], "compiled": eff_c[:5]}
+        if not ok and checks.fresh_outputs_match:
+            checks.fresh_outputs_match = False
+            checks.fresh_mismatch = f"fresh call {i}: {why}"
+        if eff_e != eff_c and checks.side_effects_kept:
+            checks.side_effects_kept = False
+            checks.side_effects = SideEffects(i, eff_e[:5], eff_c[:5])
     cap.note(checks=checks)
 
 
-def census_calls(fn: Callable | None, calls: Sequence, *, backend: str = "counting",
+def census_calls(fn: Callable[..., Any] | None, calls: Sequence[Any], *, backend: str = "counting",
                  nested_graph_breaks: bool = False, dynamic: bool | None = None,
                  grad: bool = False, check_eager: bool = True) -> Census:
     """Compile and make several calls in order (so recompiles between them are seen).
@@ -320,6 +340,50 @@ def census_calls(fn: Callable | None, calls: Sequence, *, backend: str = "counti
     return cap.census
 
 
-def census(fn: Callable, *args: Any, **kwargs: Any) -> Census:
+def census(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Census:
     """Compile ``fn`` with graphstitch's counting backend, call it once, return the census."""
     return census_calls(fn, [(args, kwargs)])
+
+
+def census_target(spec: str, opts: Options, sink: Sink | None = None, *, project_root: str | None = None) -> Census:
+    """Load and run a target in this process (``--in-process``). Raises TargetError."""
+    calls = make_calls(load_factory(spec), spec)
+    with Capture(sink, target=spec, project_root=project_root) as cap:
+        run_calls(cap, calls, opts)
+    assert cap.census is not None
+    return cap.census
+
+
+def exit_code(e: SystemExit) -> int:
+    """What the interpreter does with SystemExit's argument."""
+    if e.code is None:
+        return 0
+    if isinstance(e.code, int):
+        return e.code
+    print(e.code, file=sys.stderr)
+    return 1
+
+
+def run_script(cap: Capture, script: str, argv: Sequence[str]) -> int:
+    """Run SCRIPT as ``__main__`` with ARGV under CAP, as ``python script.py ARGV`` would
+    (sys.argv, sys.path[0]); its compiles use its own backend. Returns its exit code; an
+    exit with a non-zero code is error kind ``exit``, an uncaught exception kind ``script``
+    (its traceback printed as Python would)."""
+    path = os.path.abspath(script)
+    sys.argv = [script, *argv]
+    sys.path.insert(0, os.path.dirname(path))
+    try:
+        runpy.run_path(path, run_name="__main__")
+    except SystemExit as e:
+        code = exit_code(e)
+        if code:
+            cap.fail(ErrorInfo(ErrorKind.EXIT, f"script exited with code {code}", code=code))
+        return code
+    except BaseException as e:  # noqa: BLE001 - KeyboardInterrupt too: report, then exit like Python
+        traceback.print_exc()
+        cap.fail(error_info(ErrorKind.SCRIPT, e))
+        return 130 if isinstance(e, KeyboardInterrupt) else 1
+    return 0
+
+
+__all__ = ["Capture", "TargetError", "capture", "census", "census_calls", "census_target", "run_calls", "run_script"]

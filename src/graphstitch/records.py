@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 # Keys trace_structured adds around the kind key (torch/_logging/_internal.py).
 CONTEXT_KEYS = frozenset(
@@ -146,10 +146,63 @@ def dispatch_key(meta: dict) -> str | None:
     return kind
 
 
-def compile_id_of(meta: dict) -> str:
+# ----------------------------------------------------------------------------- compile ids
+#
+# A compile id names one frame compile: "F/R" (frame F, its R-th recompile), "!A/F/R" under
+# compiled autograd A, and "pN:F/R" when several processes' logs make one census. Parsed
+# here only; every consumer asks these functions.
+
+_CID_RE = re.compile(r"^(?P<prefix>p\d+:)?(?:!(?P<autograd>\d+)/)?(?P<frame>\d+|\?)/(?P<recompile>\d+|\?)$")
+
+
+@dataclass(frozen=True, slots=True)
+class CompileId:
+    frame: int | None
+    recompile: int | None
+    autograd: int | None = None
+    prefix: str = ""
+
+    @classmethod
+    def parse(cls, cid: str) -> "CompileId":
+        m = _CID_RE.match(cid.strip())
+        if m is None:
+            return cls(None, None)
+        num = lambda k: int(m.group(k)) if m.group(k) and m.group(k) != "?" else None  # noqa: E731
+        return cls(num("frame"), num("recompile"), num("autograd"), m.group("prefix") or "")
+
+    @property
+    def frame_key(self) -> str:
+        """The frame this compile belongs to (the id without the recompile counter)."""
+        auto = f"!{self.autograd}/" if self.autograd is not None else ""
+        return f"{self.prefix}{auto}{'?' if self.frame is None else self.frame}"
+
+
+def frame_key(cid: str) -> str:
+    return CompileId.parse(cid).frame_key
+
+
+def recompile_index(cid: str) -> int:
+    return CompileId.parse(cid).recompile or 0
+
+
+def compile_order(cid: str | None) -> tuple[str, int, int, int]:
+    """Sort key: program order (process, frame, recompile); unknown ids last."""
+    c = CompileId.parse(cid or "")
+    big = 1 << 30
+    return (c.prefix, big if c.frame is None else c.frame, big if c.recompile is None else c.recompile,
+            -1 if c.autograd is None else c.autograd)
+
+
+UNKNOWN_COMPILE_ID = "?/?"
+
+
+def compile_id_of(meta: dict[str, Any]) -> str:
+    """The compile id a record is tagged with ("?/?" outside any compile)."""
     fid, fcid = meta.get("frame_id"), meta.get("frame_compile_id")
-    cid = f"{fid}/{fcid}" if fid is not None else "?/?"
-    if meta.get("compiled_autograd_id") is not None:
+    if not isinstance(fid, int) or not isinstance(fcid, int):
+        return UNKNOWN_COMPILE_ID
+    cid = f"{fid}/{fcid}"
+    if isinstance(meta.get("compiled_autograd_id"), int):
         cid = f"!{meta['compiled_autograd_id']}/{cid}"
     return cid
 

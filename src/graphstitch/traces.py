@@ -17,7 +17,9 @@ import re
 from pathlib import Path
 from typing import Iterator
 
-from .analysis import Census, build_census
+from .analysis import build_census
+from .model import Census, TraceStats
+from . import paths
 from .records import Decoder, iter_trace_records
 
 LOG_PREFIX = "dedicated_log_torch_trace_"  # torch/_logging/_internal.py
@@ -29,7 +31,7 @@ class TraceError(Exception):
     """The path holds no readable trace (exit 2)."""
 
 
-def trace_files(path: str | os.PathLike) -> list[Path]:
+def trace_files(path: str | os.PathLike[str]) -> list[Path]:
     """The trace files at PATH: the file itself, or a directory's TORCH_TRACE logs (any
     ``*.log`` when none carries TORCH_TRACE's prefix), oldest first."""
     p = Path(path)
@@ -60,12 +62,12 @@ def file_rank(path: Path) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def _events(path: Path, dec: Decoder, prefix: str, stats: dict) -> Iterator:
+def _events(path: Path, dec: Decoder, prefix: str, stats: TraceStats) -> Iterator[object]:
     # Interning is per process, and one file is one process: each file gets its own Decoder.
     try:
         f = open(path, encoding="utf-8", errors="replace", newline="\n")
     except OSError as e:
-        stats["unreadable"].append(f"{path}: {e.strerror}")
+        stats.unreadable.append(f"{path}: {e.strerror}")
         return
     with f:
         for rec in iter_trace_records(f, dec):
@@ -73,40 +75,41 @@ def _events(path: Path, dec: Decoder, prefix: str, stats: dict) -> Iterator:
                 if prefix and hasattr(ev, "compile_id"):
                     ev.compile_id = prefix + ev.compile_id
                 yield ev
-    stats["records"] += dec.records
-    stats["malformed"] += dec.malformed
-    stats["bytes"] += path.stat().st_size
+    stats.records += dec.records
+    stats.malformed += dec.malformed
+    stats.bytes = (stats.bytes or 0) + path.stat().st_size
 
 
-def census_from_files(files: list[Path], *, target: str | None = None) -> Census:
+def census_from_files(files: list[Path], *, target: str | None = None,
+                      project_root: str | None = None) -> Census:
     """One census from the logs of one rank. Several processes' logs (e.g. a restarted job)
     get their compile ids prefixed ``pN:`` so their frames stay apart."""
-    stats = {"files": len(files), "records": 0, "malformed": 0, "bytes": 0, "unreadable": []}
+    stats = TraceStats(files=len(files), bytes=0)
 
-    def events():
+    def events() -> Iterator[object]:
         for i, f in enumerate(files):
             yield from _events(f, Decoder(), f"p{i}:" if len(files) > 1 else "", stats)
 
-    c = build_census(events(), target=target)
-    if not stats["unreadable"]:
-        del stats["unreadable"]
+    c = build_census(events(), target=target, project_root=project_root)
     c.trace_stats = stats
     return c
 
 
-def censuses_from_path(path: str | os.PathLike) -> dict[int | None, Census]:
-    """A census per rank (key None for logs of a single, non-distributed process)."""
+def censuses_from_path(path: str | os.PathLike[str], *, project_root: str | None = None) -> dict[int | None, Census]:
+    """A census per rank (key None for logs of a single, non-distributed process).
+    PROJECT_ROOT (default: the working directory's project) names files in site identities."""
+    root = project_root or paths.project_root()
     by_rank: dict[int | None, list[Path]] = {}
     for f in trace_files(path):
         by_rank.setdefault(file_rank(f), []).append(f)
     out: dict[int | None, Census] = {}
     for rank in sorted(by_rank, key=lambda r: -1 if r is None else r):
         files = by_rank[rank]
-        out[rank] = census_from_files(files, target=str(path))
+        out[rank] = census_from_files(files, target=str(path), project_root=root)
     return out
 
 
-def census_from_trace(path: str | os.PathLike) -> Census:
+def census_from_trace(path: str | os.PathLike[str]) -> Census:
     """The census of a single-process trace, or of the lowest rank of a multi-rank one."""
     censuses = censuses_from_path(path)
     return censuses[next(iter(censuses))]

@@ -1,0 +1,121 @@
+"""Two censuses -> what changed: the one comparison gate, fix and ranks read.
+
+``diff(before, after)`` matches break sites on :class:`~graphstitch.census.SiteId`, skipped
+frames on :class:`~graphstitch.census.FrameId` and recompile causes on their normalized
+reason, and compares the graph sequences and the collectives in them. Each consumer reads
+the part it needs: the gate fails on regressions, `fix` calls a candidate "moved, not
+removed" when ``new_sites`` is not empty, `ranks` names the first divergence. No torch import.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Hashable
+
+from .model import Census, Graph, RecompileCause, Site, SiteId, SkippedFrame
+
+
+@dataclass
+class Change:
+    """A count that differs between the two censuses for one matched item."""
+    before: int
+    after: int
+
+
+@dataclass
+class SiteChange(Change):
+    site: Site                 # as it is in `after`
+
+
+@dataclass
+class CauseChange(Change):
+    cause: RecompileCause      # as it is in `after`
+
+
+@dataclass
+class CensusDiff:
+    new_sites: list[Site] = field(default_factory=list)            # in after only
+    gone_sites: list[Site] = field(default_factory=list)           # in before only
+    site_events: list[SiteChange] = field(default_factory=list)    # matched, different event counts
+    new_skipped: list[SkippedFrame] = field(default_factory=list)
+    gone_skipped: list[SkippedFrame] = field(default_factory=list)
+    new_causes: list[RecompileCause] = field(default_factory=list)
+    gone_causes: list[RecompileCause] = field(default_factory=list)
+    cause_counts: list[CauseChange] = field(default_factory=list)
+    graphs: Change = field(default_factory=lambda: Change(0, 0))
+    events: Change = field(default_factory=lambda: Change(0, 0))
+    recompiles: Change = field(default_factory=lambda: Change(0, 0))
+    first_graph_difference: int | None = None       # index into the graph sequences
+    first_collective_difference: int | None = None  # index into the collectives, graph by graph
+
+    @property
+    def regressions(self) -> bool:
+        """Anything worse: what the gate fails on."""
+        return bool(self.new_sites or self.new_skipped or self.new_causes
+                    or any(c.after > c.before for c in self.site_events + self.cause_counts)  # type: ignore[operator]
+                    or self.graphs.after > self.graphs.before)
+
+    @property
+    def same(self) -> bool:
+        """Nothing differs that a census compares (what `ranks` calls symmetric)."""
+        return not (self.new_sites or self.gone_sites or self.site_events or self.new_skipped
+                    or self.gone_skipped or self.new_causes or self.gone_causes or self.cause_counts
+                    or self.first_graph_difference is not None or self.first_collective_difference is not None)
+
+
+def site_key(match_gb: bool) -> Callable[[Site], Hashable]:
+    """How sites are matched: the full SiteId, or without the GB id when the two censuses
+    come from different torch versions (ids may be renumbered)."""
+    return (lambda s: s.id) if match_gb else (lambda s: s.id.without_gb())
+
+
+def diff(before: Census, after: Census, *, match_gb: bool = True) -> CensusDiff:
+    d = CensusDiff()
+    key = site_key(match_gb)
+    old = {key(s): s for s in before.sites}
+    new = {key(s): s for s in after.sites}
+    d.new_sites = [s for k, s in new.items() if k not in old]
+    d.gone_sites = [s for k, s in old.items() if k not in new]
+    d.site_events = [SiteChange(old[k].events, s.events, s) for k, s in new.items()
+                     if k in old and old[k].events != s.events]
+
+    old_sk = {f.id: f for f in before.skipped_frames}
+    new_sk = {f.id: f for f in after.skipped_frames}
+    d.new_skipped = [f for k, f in new_sk.items() if k not in old_sk]
+    d.gone_skipped = [f for k, f in old_sk.items() if k not in new_sk]
+
+    old_rc = {r.reason: r for r in before.recompiles}
+    new_rc = {r.reason: r for r in after.recompiles}
+    d.new_causes = [r for k, r in new_rc.items() if k not in old_rc]
+    d.gone_causes = [r for k, r in old_rc.items() if k not in new_rc]
+    d.cause_counts = [CauseChange(old_rc[k].count, r.count, r) for k, r in new_rc.items()
+                      if k in old_rc and old_rc[k].count != r.count]
+
+    d.graphs = Change(before.graph_count, after.graph_count)
+    d.events = Change(before.break_events, after.break_events)
+    d.recompiles = Change(before.recompile_count, after.recompile_count)
+    d.first_graph_difference = _first_difference([_graph_sig(g) for g in before.graphs],
+                                                 [_graph_sig(g) for g in after.graphs])
+    d.first_collective_difference = _first_difference(collective_sequence(before), collective_sequence(after))
+    return d
+
+
+def collective_sequence(c: Census) -> list[str]:
+    """The collectives of the compiled graphs in compile order: the order a rank enters them."""
+    return [op for g in c.graphs for op in g.collectives]
+
+
+def _graph_sig(g: Graph) -> tuple[object, ...]:
+    return (g.compile_id, g.function, g.file, g.line, g.op_count, tuple(g.collectives))
+
+
+def _first_difference(a: list[object], b: list[object]) -> int | None:
+    for i in range(max(len(a), len(b))):
+        if i >= len(a) or i >= len(b) or a[i] != b[i]:
+            return i
+    return None
+
+
+def site_label(sid: SiteId, line: int) -> str:
+    """How a site is named in messages: GB id, identity path and the current line."""
+    return f"{sid.gb_id} {sid.path}:{line}"

@@ -1,0 +1,81 @@
+"""What `graphstitch fix` can try for a break site without editing the user's source:
+torch._dynamo.config flags for the run, and escape hatches wrapped at run time around the
+function holding the break. No torch import."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+
+from ..model import Site, StackEntry
+from ..jsonio import to_json
+from ..paths import in_project, is_torch_file_path
+from ..targets import Patches, Wrap
+
+# Least invasive first: how ranking breaks ties between verified candidates.
+INVASIVENESS = {"config": 1, "nonstrict_trace": 2, "leaf_function": 3,
+                "custom_op": 4, "allow_in_graph": 5, "disable": 6}
+HATCH_KINDS = ("nonstrict_trace", "leaf_function", "custom_op", "allow_in_graph", "disable")
+_FLAGS = ("capture_scalar_outputs", "capture_dynamic_output_shape_ops", "trace_autograd_ops", "trace_numpy")
+_LOG_METHODS = ("debug", "info", "warning", "error", "exception", "critical", "log")
+
+
+@dataclass
+class Candidate:
+    kind: str            # "config" or a hatch name
+    label: str
+    patches: Patches
+
+    @property
+    def key(self) -> str:
+        return json.dumps(to_json(self.patches), sort_keys=True)
+
+
+def candidates(site: Site, project_root: str | None) -> list[Candidate]:
+    """What can be tried for this site without editing the user's source."""
+    out: list[Candidate] = []
+    text = " ".join([site.gb_type, site.explanation] + list(site.hints))
+    for flag in _FLAGS:
+        if flag in text or (flag == "capture_scalar_outputs" and site.gb_id in ("GB0124", "GB0033")) \
+                or (flag == "capture_dynamic_output_shape_ops" and site.gb_id == "GB0036"):
+            out.append(Candidate("config", f"config {flag}=True", Patches(config={flag: True})))
+    code = site.code or ""
+    if re.search(r"\bprint\s*\(", code):
+        out.append(Candidate("config", "config reorderable_logging_functions={print}",
+                             Patches(config={"reorderable_logging_functions": ["builtins.print"]})))
+    if site.gb_id == "GB0291" or re.search(r"\b(log|logger|logging)\.\w+\(", code):
+        used = [m for m in _LOG_METHODS if re.search(rf"\.{m}\(", code)] or list(_LOG_METHODS)
+        out.append(Candidate("config", "config ignore_logging_functions={" + ", ".join(f"Logger.{m}" for m in used) + "}",
+                             Patches(config={"ignore_logging_functions": [f"logging.Logger.{m}" for m in used]})))
+    # Wrappers go on the function holding the break (a library one is wrapped from the
+    # user's side), and on the innermost project function that calls into it; never on the
+    # compiled entry itself (wrapping that just stops compiling it). nested_graph_breaks
+    # is not tried: it merges reports of a break, it never removes one.
+    effects = re.search(r"\bprint\s*\(|\blog", code) is not None
+    for fr in _wrap_targets(site, project_root):
+        for how in HATCH_KINDS:
+            if how == "allow_in_graph" and not effects:
+                continue  # only tried where it matters: it drops run-time side effects
+            out.append(Candidate(how, f"{how} on {fr.function}()",
+                                 Patches(wrap=Wrap(fr.file, fr.line, fr.function, how))))
+    return out
+
+
+def _wrap_targets(site: Site, root: str | None) -> list[StackEntry]:
+    """Frames whose function a wrapper may go on: the site's own, plus the innermost frame
+    inside the project when the site is in a library. Only frames below the compiled entry
+    count (its depth is the site's nesting_depth); the entry itself is never wrapped."""
+    frames = [fr for fr in site.stack if not is_torch_file_path(fr.file)
+              and fr.function not in ("_call_impl", "_wrapped_call_impl")]
+    inner = frames[len(frames) - site.nesting_depth + 1:] if site.nesting_depth > 1 else []
+    inner = [fr for fr in inner if os.path.isfile(fr.file) and fr.function not in ("?", "<module>")]
+    if not inner:
+        return []
+    out = [inner[-1]]
+    if not in_project(inner[-1].file, root):
+        mine = [fr for fr in inner if in_project(fr.file, root)]
+        if mine:
+            out.append(mine[-1])
+    return out

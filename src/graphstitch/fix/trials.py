@@ -1,0 +1,190 @@
+"""`graphstitch fix` trials: every candidate as its own census in a fresh worker, and the
+verdict on each, read from ``changes.diff`` of the baseline census and the trial's.
+
+Verified = the site is gone, no new site (a moved break is not a removed one) and no new
+skipped frame appeared, outputs equal eager on the factory's calls and on a fresh random
+input set, and what the code prints/logs per call at run time is unchanged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import queue
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Callable
+
+from .. import worker
+from ..advice import advise
+from ..model import Census, ErrorInfo, Site, SiteId
+from ..changes import diff, site_label
+from ..files import file_hash
+from ..perf.timing import LatencyStats
+from ..targets import Options, Patches, target_file, target_root
+from .candidates import INVASIVENESS, Candidate, candidates
+
+
+@dataclass
+class Counts:
+    graphs: int
+    sites: int
+    break_events: int
+    skipped_frames: int
+
+    @classmethod
+    def of(cls, c: Census) -> "Counts":
+        return cls(c.graph_count, len(c.sites), c.break_events, len(c.skipped_frames))
+
+
+@dataclass
+class Measure:
+    """`fix --measure`: steady-state latency before and after the fix, alternating."""
+    backend: str
+    before: LatencyStats | None = None
+    after: LatencyStats | None = None
+    speedup: float | None = None       # before / after
+    stable: bool | None = None
+    error: str | None = None
+
+
+@dataclass
+class Fix:
+    """One (site, candidate) trial: what it proved."""
+    site: SiteId
+    label: str                       # "GBxxxx path:line", for people
+    candidate: str
+    kind: str                        # "config" or a hatch name
+    patches: Patches
+    verified: bool
+    before: Counts
+    after: Counts
+    site_gone: bool
+    outputs_match: bool
+    side_effects_kept: bool | None
+    wrapped: str | None = None       # module:qualname the hatch went on
+    new_sites: list[str] = field(default_factory=list)
+    new_skipped_frames: list[str] = field(default_factory=list)
+    error: ErrorInfo | None = None
+    why_not: list[str] = field(default_factory=list)   # empty when verified
+    measure: Measure | None = None
+
+
+@dataclass
+class FixReport(Census):
+    """`graphstitch fix --json`: the baseline census (with advice) and every trial."""
+    fixes: list[Fix] = field(default_factory=list)
+    source_sha256: dict[str, str] = field(default_factory=dict)   # files hashed at the census (--apply refuses changed ones)
+
+    @property
+    def schema(self) -> str:
+        return "graphstitch.fix/2"
+
+    @classmethod
+    def of(cls, c: Census) -> "FixReport":
+        return cls(**{f.name: getattr(c, f.name) for f in dataclasses.fields(Census)})
+
+    def fixes_for(self, sid: SiteId) -> list[Fix]:
+        return [f for f in self.fixes if f.site == sid]
+
+
+def evaluate(site: Site, cand: Candidate, base: Census, trial: Census) -> Fix:
+    """What the trial proved about this candidate for this site."""
+    why: list[str] = []
+    if trial.error:
+        why.append(f"error ({trial.error.kind.value}): {trial.error.type or ''} {trial.error.headline[:200]}"
+                   .replace("  ", " "))
+    d = diff(base, trial)
+    still = trial.site(site.id) is not None
+    new_sites = [site_label(s.id, s.line) for s in d.new_sites]
+    new_skips = [f"{f.function} {f.id.path}:{f.line}" for f in d.new_skipped]
+    outputs = bool(trial.outputs_match_eager) and trial.checks.fresh_outputs_match is True
+    effects = trial.checks.side_effects_kept
+    if not trial.error:
+        if still:
+            why.append("site still present")
+        if new_sites:
+            why.append("moved, not removed: new site " + ", ".join(new_sites))
+        if new_skips:
+            why.append("new skipped frame " + ", ".join(new_skips))
+        if not outputs:
+            why.append("outputs differ from eager: " + str(trial.output_mismatch or trial.checks.fresh_mismatch
+                                                           or trial.checks.fresh_error or "not checked"))
+        if effects is False:
+            se = trial.checks.side_effects
+            why.append(f"side effect lost at run time (call {se.call if se else '?'}: eager "
+                       f"{len(se.eager) if se else '?'} print/log, compiled {len(se.compiled) if se else '?'})")
+    return Fix(site.id, site_label(site.id, site.line), cand.label, cand.kind, cand.patches, not why,
+               Counts.of(base), Counts.of(trial), not still and not trial.error, outputs, effects,
+               trial.config.get("wrapped"), new_sites, new_skips, trial.error, why)
+
+
+def rank(fixes: list[Fix]) -> list[Fix]:
+    """Per site (in census order): verified first, then fewest graphs, then least invasive."""
+    order: dict[SiteId, int] = {}
+    for f in fixes:
+        order.setdefault(f.site, len(order))
+    return sorted(fixes, key=lambda f: (order[f.site], not f.verified, f.after.graphs,
+                                        INVASIVENESS.get(f.kind, 9), f.candidate))
+
+
+def census_job(spec: str, opts: Options, root: str | None) -> worker.Job:
+    setup = "graphstitch.fix.hatches:install" if opts.patches and opts.patches.wrap else None
+    return worker.Job(spec=spec, options=opts, project_root=root, setup=setup)
+
+
+def run_fix(spec: str, opts: Options, *, jobs: int | None = None, timeout: float | None = None,
+            only: Callable[[Site], bool] | None = None, kinds: set[str] | None = None,
+            project_root: str | None = None) -> FixReport:
+    """Census the target, then one trial census per distinct candidate, in parallel.
+    Returns the baseline census with advice, and every trial in ``fixes``."""
+    opts = dataclasses.replace(opts, fresh=True, patches=None)
+    jobs = max(1, jobs or os.cpu_count() or 1)
+    root = project_root or target_root(spec)
+    # Trial workers import torch while the baseline runs; each still runs one trial only.
+    warm: queue.SimpleQueue[object] = queue.SimpleQueue()
+    for _ in range(jobs):
+        warm.put(worker.prestart())
+    try:
+        return _run_fix(spec, opts, jobs, timeout, only, kinds, warm, root)
+    finally:
+        while not warm.empty():  # idle workers hold no job: stop them, don't wait for imports
+            child = warm.get()
+            assert isinstance(child, worker.procs.Child)
+            child.kill_tree()
+
+
+def _run_fix(spec: str, opts: Options, jobs: int, timeout: float | None, only: Callable[[Site], bool] | None,
+             kinds: set[str] | None, warm: "queue.SimpleQueue[object]", root: str) -> FixReport:
+    tfile = target_file(spec)
+    hashes = {tfile: file_hash(tfile)} if tfile and os.path.isfile(tfile) else {}
+    base = FixReport.of(worker.run(census_job(spec, opts, root), timeout=timeout).census)
+    for s in base.sites:  # --apply refuses a file that changed after this point
+        real = os.path.realpath(s.file)
+        if real not in hashes and os.path.isfile(real):
+            hashes[real] = file_hash(real)
+    base.source_sha256 = hashes
+    advise(base)
+    if base.error:
+        return base
+    pairs = [(s, c) for s in base.sites if only is None or only(s) for c in candidates(s, root)
+             if kinds is None or c.kind in kinds]
+    unique = {c.key: c for _, c in pairs}
+    left = [len(unique)]
+    lock = threading.Lock()
+
+    def trial(c: Candidate) -> Census:
+        with lock:
+            left[0] -= 1
+            child = warm.get() if not warm.empty() else worker.prestart()
+            if left[0] >= jobs:
+                warm.put(worker.prestart())  # ready for a later trial
+        assert isinstance(child, worker.procs.Child)
+        job = census_job(spec, dataclasses.replace(opts, patches=c.patches), root)
+        return worker.run(job, timeout=timeout, warm=child).census
+
+    with ThreadPoolExecutor(max_workers=jobs) as ex:
+        results = dict(zip(unique, ex.map(trial, unique.values())))
+    base.fixes = rank([evaluate(s, c, base, results[c.key]) for s, c in pairs])
+    return base

@@ -1,0 +1,303 @@
+"""The typed data model every command and renderer reads: the Census and its parts.
+
+The README's "Definitions" section says what each part means; ``analysis.py`` builds a
+Census from trace events, ``changes.py`` compares two. The identity of a break site across
+runs, checkouts and line shifts is :class:`SiteId` (and :class:`FrameId` for a skipped
+frame); every consumer (gate, fix, ranks, HTML, SARIF, Markdown, JSON) matches on them.
+
+JSON is generated from these dataclasses (``jsonio.to_json``); totals that are derived
+(``graph_count``...) are properties listed in ``__computed__`` so the JSON and its schema
+carry them while nothing can set them out of step. No torch import.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from . import __version__
+
+SCHEMA = "graphstitch.census/2"
+LOOP_GB = "GB7000"  # "graph break in loop": Dynamo skips the whole frame
+UNKNOWN_GB = "GB????"
+
+
+def normalize_code(code: str) -> str:
+    """Source text with whitespace collapsed: what a site's identity keeps of its line."""
+    return re.sub(r"\s+", " ", code or "").strip()
+
+
+# ----------------------------------------------------------------------------- identity
+
+@dataclass(frozen=True, order=True)
+class SiteId:
+    """A break site's identity across runs: root GB id + where the file is (project-relative,
+    or the module path for installed code) + function + the normalized text of its line.
+
+    The line number is not part of it (an edit above a site does not move it); when the same
+    text breaks at several lines of one function, ``occurrence`` counts them in line order.
+    Without source text (a trace from elsewhere), the line is the only anchor left.
+    """
+    gb_id: str
+    path: str
+    function: str
+    code: str
+    occurrence: int = 1
+
+    def __str__(self) -> str:
+        n = f" #{self.occurrence}" if self.occurrence > 1 else ""
+        return f"{self.gb_id} {self.path} {self.function}: {self.code}{n}"
+
+    def without_gb(self) -> tuple[str, str, str, int]:
+        """The identity when GB ids cannot be trusted (another torch may renumber them)."""
+        return (self.path, self.function, self.code, self.occurrence)
+
+
+@dataclass(frozen=True, order=True)
+class FrameId:
+    """A skipped frame's identity across runs: file (as in SiteId) + function (+ occurrence
+    when one file has several skipped functions of that name)."""
+    path: str
+    function: str
+    occurrence: int = 1
+
+    def __str__(self) -> str:
+        n = f" #{self.occurrence}" if self.occurrence > 1 else ""
+        return f"{self.function} in {self.path}{n}"
+
+
+# ----------------------------------------------------------------------------- errors
+
+class ErrorKind(str, enum.Enum):
+    """Why a run did not complete. Every value is documented in the README."""
+    TARGET = "target"        # bad target: file/module/factory missing, import failed, factory raised or returned the wrong shape
+    EAGER = "eager"          # the calls fail eagerly too: the target's own bug
+    COMPILED = "compiled"    # a call fails only when compiled (compile error, or compiled-only run-time error)
+    EXIT = "exit"            # the target or script exited early (sys.exit / os._exit) with a code
+    SCRIPT = "script"        # a script (run, ranks --script) raised an uncaught exception
+    CRASH = "crash"          # the process died (signal) or ended without finishing
+    TIMEOUT = "timeout"      # still running at --timeout; killed
+    STOPPED = "stopped"      # a rank the launcher stopped after another rank failed
+    PATCH = "patch"          # a fix candidate could not be applied (its hatch refused the function)
+    CAPTURE = "capture"      # graphstitch could not verify its own capture (records missing, unknown layout)
+
+
+@dataclass
+class ErrorInfo:
+    kind: ErrorKind
+    message: str
+    type: str | None = None          # the exception's type name
+    where: str | None = None         # file:line, the user's frame where it could be told
+    code: int | None = None          # exit code (kind exit / crash)
+    at: float | None = None          # wall-clock time it happened (orders failing ranks)
+
+    @classmethod
+    def from_record(cls, d: dict[str, Any]) -> "ErrorInfo":
+        """From a run record (a trace may carry anything: unknown kinds read as crash)."""
+        try:
+            kind = ErrorKind(d.get("kind"))
+        except ValueError:
+            kind = ErrorKind.CRASH
+        opt = lambda k, t: t(d[k]) if isinstance(d.get(k), (str, int, float)) else None  # noqa: E731
+        return cls(kind, str(d.get("message") or ""), opt("type", str), opt("where", str), opt("code", int),
+                   opt("at", float))
+
+    @property
+    def headline(self) -> str:
+        """The first line of the message (terminal, one-line errors)."""
+        lines = self.message.strip().splitlines()
+        return lines[0] if lines else ""
+
+
+# ----------------------------------------------------------------------------- parts
+
+@dataclass
+class StackEntry:
+    file: str
+    line: int
+    function: str
+    code: str = ""
+
+
+@dataclass
+class Advice:
+    strategy: str             # a family of advice.STRATEGIES
+    summary: str              # one line naming the user's function and line
+    detail: str = ""
+    before: str | None = None
+    after: str | None = None
+    curated: bool = False
+
+
+@dataclass
+class Graph:
+    compile_id: str
+    file: str
+    line: int
+    function: str
+    op_count: int | None
+    ops: list[str] = field(default_factory=list)          # live runs only
+    collectives: list[str] = field(default_factory=list)  # collective ops in graph order
+
+
+@dataclass
+class Site:
+    id: SiteId
+    gb_id: str
+    gb_type: str
+    file: str
+    line: int                 # where it is now (a hint; not part of the identity)
+    function: str
+    code: str                 # the user's source line, as the traceback showed it
+    events: int
+    nesting_depth: int = 1
+    frame_skipped: bool = False
+    explanation: str = ""
+    hints: list[str] = field(default_factory=list)
+    stack: list[StackEntry] = field(default_factory=list)  # user-code traceback of the first report, outermost first
+    compile_ids: list[str] = field(default_factory=list)
+    gb_chain: list[str] = field(default_factory=list)      # every GB id of the first report, root first
+    advice: list[Advice] = field(default_factory=list)
+
+    @property
+    def location(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+@dataclass
+class RecompileCause:
+    reason: str               # normalized guard failure, values stripped (the identity)
+    count: int                # recompiles it caused, across frames and resume functions
+    frames: list[str] = field(default_factory=list)
+    compile_ids: list[str] = field(default_factory=list)
+    examples: list[str] = field(default_factory=list)  # raw reasons as Dynamo wrote them (first few)
+    advice: list[str] = field(default_factory=list)
+
+
+@dataclass
+class SkippedFrame:
+    id: FrameId
+    compile_id: str
+    file: str
+    line: int
+    function: str
+    fail_type: str
+    reason: str
+
+
+@dataclass
+class FrameCompile:
+    compile_id: str
+    file: str
+    line: int
+    function: str
+    compile_seconds: float
+    guard_count: int | None
+    graph: bool
+    fail_type: str | None
+
+
+@dataclass
+class SideEffects:
+    call: int
+    eager: list[str]
+    compiled: list[str]
+
+
+@dataclass
+class Checks:
+    """`graphstitch fix` trials: a fresh random input set, and what each call printed/logged."""
+    fresh_outputs_match: bool | None = None
+    fresh_mismatch: str | None = None
+    fresh_error: str | None = None
+    side_effects_kept: bool | None = None
+    side_effects: SideEffects | None = None
+
+    @classmethod
+    def from_record(cls, d: dict[str, Any]) -> "Checks":
+        flag = lambda k: d[k] if isinstance(d.get(k), bool) else None  # noqa: E731
+        text = lambda k: str(d[k]) if d.get(k) is not None else None  # noqa: E731
+        se = d.get("side_effects")
+        effects = SideEffects(int(se.get("call", 0)), [str(x) for x in se.get("eager", [])],
+                              [str(x) for x in se.get("compiled", [])]) if isinstance(se, dict) else None
+        return cls(flag("fresh_outputs_match"), text("fresh_mismatch"), text("fresh_error"),
+                   flag("side_effects_kept"), effects)
+
+
+@dataclass
+class TraceStats:
+    records: int = 0
+    malformed: int = 0
+    files: int | None = None          # trace files read (`trace`)
+    bytes: int | None = None
+    unreadable: list[str] = field(default_factory=list)
+
+
+# ----------------------------------------------------------------------------- census
+
+@dataclass
+class Census:
+    target: str | None = None
+    torch_version: str | None = None
+    project_root: str | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+    calls: int = 0
+    graphs: list[Graph] = field(default_factory=list)
+    sites: list[Site] = field(default_factory=list)
+    recompiles: list[RecompileCause] = field(default_factory=list)
+    skipped_frames: list[SkippedFrame] = field(default_factory=list)
+    frames: list[FrameCompile] = field(default_factory=list)
+    guards: dict[str, str] = field(default_factory=dict)   # compile id -> Dynamo's guard tree text
+    outputs_match_eager: bool | None = None
+    output_mismatch: str | None = None
+    error: ErrorInfo | None = None
+    checks: Checks = field(default_factory=Checks)
+    trace_stats: TraceStats = field(default_factory=TraceStats)
+
+    __computed__: ClassVar[tuple[str, ...]] = (
+        "schema", "graphstitch_version", "graph_count", "break_site_count", "break_events",
+        "recompile_count", "compile_seconds")
+
+    @property
+    def schema(self) -> str:
+        return SCHEMA
+
+    @property
+    def graphstitch_version(self) -> str:
+        return __version__
+
+    @property
+    def graph_count(self) -> int:
+        return len(self.graphs)
+
+    @property
+    def break_site_count(self) -> int:
+        return len(self.sites)
+
+    @property
+    def break_events(self) -> int:
+        return sum(s.events for s in self.sites)
+
+    @property
+    def recompile_count(self) -> int:
+        return sum(c.count for c in self.recompiles)
+
+    @property
+    def compile_seconds(self) -> float:
+        return round(sum(f.compile_seconds for f in self.frames), 6)
+
+    def site(self, sid: SiteId) -> Site | None:
+        return next((s for s in self.sites if s.id == sid), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        from .jsonio import to_json
+        out: dict[str, Any] = to_json(self)
+        return out
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Census":
+        """Validated: a wrong type raises jsonio.JSONError (one line)."""
+        from .jsonio import from_json
+        return from_json(cls, d)

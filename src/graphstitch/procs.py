@@ -1,0 +1,139 @@
+"""Child processes: start, wait with a timeout, kill the whole tree; one environment.
+
+Every process graphstitch starts (census workers, fix trials, timed measurements, perf
+runs, torchrun and its ranks, scripts) goes through here. Trees are tracked with psutil while
+they run, so a grandchild that outlives its parent (torchrun's ranks run in their own
+sessions) is still known and killed; nothing is left behind when a command returns.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from typing import IO, Any, Callable, Sequence
+
+import psutil
+
+from .model import ErrorInfo, ErrorKind
+
+_SRC = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def child_env(*, pythonpath: Sequence[str] = (), inductor_cache: str | None = None,
+              own_cache: bool = False, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of every child: this very graphstitch first on the path (a source
+    checkout must not fall back to an installed copy), then PYTHONPATH entries; the inductor
+    cache in our temp dir INDUCTOR_CACHE unless the user set one (OWN_CACHE: always ours,
+    for perf's cold/warm compiles)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([*pythonpath, _SRC, *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])])
+    if inductor_cache is not None:
+        if own_cache:
+            env["TORCHINDUCTOR_CACHE_DIR"] = inductor_cache
+            env["TRITON_CACHE_DIR"] = os.path.join(inductor_cache, "triton")
+        else:
+            env.setdefault("TORCHINDUCTOR_CACHE_DIR", inductor_cache)
+    env.update(extra or {})
+    return env
+
+
+def python_cmd(module: str, *args: str) -> list[str]:
+    return [sys.executable, "-m", module, *args]
+
+
+class Child:
+    """A started process and every descendant seen while it ran."""
+
+    def __init__(self, popen: subprocess.Popen[Any], *, own_session: bool):
+        self.popen = popen
+        self.own_session = own_session
+        self._tree: dict[int, psutil.Process] = {}
+        self._seen_at = 0.0
+        with contextlib.suppress(psutil.Error):
+            self._tree[popen.pid] = psutil.Process(popen.pid)
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def track(self) -> None:
+        """Remember the current descendants (cheap enough to call every half second)."""
+        with contextlib.suppress(psutil.Error):
+            for p in psutil.Process(self.pid).children(recursive=True):
+                self._tree.setdefault(p.pid, p)
+        self._seen_at = time.monotonic()
+
+    def wait(self, timeout: float | None = None, *, ready: Callable[[], bool] | None = None,
+             ok_codes: tuple[int, ...] | None = (0, 2), what: str = "target",
+             reap: bool = True) -> tuple[int, ErrorInfo | None]:
+        """Wait for the process; after TIMEOUT seconds kill its whole tree. With READY, the
+        clock starts when ready() first says so (imports done; start-up is not the target's
+        time). Returns (exit code, None) or (exit code, an ErrorInfo of kind timeout or
+        crash) when it timed out, died from a signal, or exited outside OK_CODES. REAP: kill
+        what it left running when it ended (not for user scripts, as `python` would not)."""
+        started: float | None = None if ready is not None else time.monotonic()
+        died: ErrorInfo | None = None
+        try:
+            while self.popen.poll() is None:
+                now = time.monotonic()
+                if started is None and ready is not None and ready():
+                    started = now
+                if timeout is not None and started is not None and now - started > timeout:
+                    died = ErrorInfo(ErrorKind.TIMEOUT, f"{what} did not finish within {timeout:g} s (killed)")
+                    break
+                if now - self._seen_at > 0.5:
+                    self.track()
+                time.sleep(0.02)
+        except KeyboardInterrupt:
+            if self.own_session:  # otherwise the terminal's Ctrl-C reached the child already
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.pid, signal.SIGINT)
+            self.popen.wait()
+            self.kill_tree()
+            raise
+        finally:
+            if died is not None:
+                self.kill_tree()
+        rc = self.popen.wait()
+        if reap:
+            self.kill_tree()  # anything it left behind
+        if died is None and rc < 0:
+            died = ErrorInfo(ErrorKind.CRASH, f"{what} process died with signal {_signame(-rc)}", code=rc)
+        elif died is None and ok_codes is not None and rc not in ok_codes:
+            died = ErrorInfo(ErrorKind.CRASH, f"{what} process exited with code {rc}", code=rc)
+        return rc, died
+
+    def kill_tree(self) -> None:
+        """Kill the process and every descendant seen, then wait until they are gone."""
+        self.track()
+        procs = [p for p in self._tree.values() if p.pid != os.getpid()]
+        for p in procs:
+            with contextlib.suppress(psutil.Error):
+                if p.is_running():   # compares create time too: a reused pid is not killed
+                    p.kill()
+        with contextlib.suppress(psutil.Error):
+            psutil.wait_procs(procs, timeout=10)
+        if self.popen.poll() is None:
+            self.popen.wait()
+
+
+def start(cmd: Sequence[str], *, env: dict[str, str], own_session: bool = True, cwd: str | None = None,
+          stdin: int | IO[Any] | None = None, stdout: int | IO[Any] | None = None,
+          stderr: int | IO[Any] | None = None, text: bool = False) -> Child:
+    """Start CMD. OWN_SESSION (default): in its own session, so a timeout kill never reaches
+    us and the terminal's Ctrl-C is forwarded on purpose; False for scripts the user runs
+    through graphstitch, which keep the terminal's process group."""
+    popen = subprocess.Popen(list(cmd), env=env, cwd=cwd, stdin=stdin, stdout=stdout, stderr=stderr,
+                             start_new_session=own_session, text=text)
+    return Child(popen, own_session=own_session)
+
+
+def _signame(n: int) -> str:
+    try:
+        return signal.Signals(n).name
+    except ValueError:
+        return str(n)

@@ -1,0 +1,143 @@
+"""The self-contained HTML reports: one file, inline CSS/JS/SVG, opens from disk, no network.
+
+The census report (one census, several ranks, or a `fix` report with its trials) and the
+perf page share one base template (``templates/base.html.j2``, loaded as package
+resources). They read typed results and nothing else (no counting here). Every string that
+comes from user code, messages or traces goes through Jinja's autoescape; the page also
+carries a Content-Security-Policy that forbids loading anything, as a second line of defence.
+Source lines are highlighted here with pygments, not in the browser. No torch import.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import Any, Mapping
+
+import jinja2
+from markupsafe import Markup
+
+from ..model import Census, Site
+from ..files import atomic_write
+from ..jsonio import to_json
+from ..paths import short_path
+from ..traces import source_context
+
+_ENV = jinja2.Environment(loader=jinja2.PackageLoader("graphstitch", "render/templates"),
+                          autoescape=True, trim_blocks=True, lstrip_blocks=True)
+_ENV.filters["short"] = short_path
+
+
+@functools.lru_cache(maxsize=1)
+def _pygments() -> tuple[Any, Any, str]:
+    from pygments.formatters import HtmlFormatter
+    from pygments.lexers import PythonLexer
+    fmt = HtmlFormatter(nowrap=True, classprefix="tok-")
+    return PythonLexer(stripnl=False, ensurenl=False), fmt, fmt.get_style_defs("pre.src")
+
+
+def highlight(line: str) -> Markup:
+    """One source line as escaped HTML with pygments' token spans (a line out of context is
+    fine: the lexer does not need balanced brackets)."""
+    from pygments import highlight as hl
+    lexer, fmt, _ = _pygments()
+    return Markup(hl(line, lexer, fmt).rstrip("\n"))
+
+
+def _source(site: Site) -> dict[str, Any]:
+    ctx = source_context(site.file, site.line)
+    if ctx is None:
+        return {"available": False, "lines": []}
+    return {"available": True,
+            "lines": [{"n": n, "code": highlight(text), "hit": n == site.line} for n, text in ctx]}
+
+
+def _timeline(c: Census) -> list[dict[str, Any]]:
+    """The first call, schematically: each frame's first compile in order, as a compiled
+    region (it produced a graph) or eager code (skipped frame / no graph), followed by an
+    eager gap for each break reported while compiling it."""
+    from ..records import recompile_index
+    breaks: dict[str, list[Site]] = {}
+    for s in c.sites:
+        for cid in s.compile_ids:
+            breaks.setdefault(cid, []).append(s)
+    ops = {g.compile_id: g.op_count for g in c.graphs}
+    items = []
+    for f in c.frames:
+        if recompile_index(f.compile_id) != 0:
+            continue  # recompiles belong to later calls
+        if f.graph:
+            items.append({"kind": "compiled", "label": f"{f.compile_id} {f.function}",
+                          "detail": f"graph, {ops.get(f.compile_id) or '?'} ops"})
+        else:
+            items.append({"kind": "skipped" if f.fail_type else "empty",
+                          "label": f"{f.compile_id} {f.function}",
+                          "detail": f"frame skipped ({f.fail_type}): runs eager" if f.fail_type else "no graph"})
+        for s in breaks.get(f.compile_id, []):
+            items.append({"kind": "break", "label": f"{s.gb_id} {os.path.basename(s.file)}:{s.line}",
+                          "detail": s.gb_type})
+    return items
+
+
+def _clip(text: str, n: int = 44) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def _svg_width(text: str) -> int:
+    return 7 * len(text) + 12
+
+
+def _view(c: Census, rank: Any) -> dict[str, Any]:
+    frames = sorted(c.frames, key=lambda f: -f.compile_seconds)
+    longest = max((f.compile_seconds for f in frames), default=0.0) or 1.0
+    label_w = min(420, max((_svg_width(f"{f.compile_id} {f.function}") for f in frames), default=100))
+    timeline = _timeline(c)
+    x = 0
+    for it in timeline:
+        it["label"] = _clip(it["label"])
+        it["w"] = max(_svg_width(it["label"]), 60)
+        it["x"] = x
+        x += it["w"] + 4
+    fixes_for = getattr(c, "fixes_for", None)   # a `fix` report: its trials, matched on SiteId
+    stats = {k: v for k, v in to_json(c.trace_stats).items() if v not in (None, [])}
+    return {
+        "rank": rank, "id": "all" if rank is None else f"rank{rank}", "c": c,
+        "sites": [{"s": s, "i": i, "short": short_path(s.file), "source": _source(s),
+                   "fixes": fixes_for(s.id) if fixes_for else []} for i, s in enumerate(c.sites, 1)],
+        "chart": {"frames": frames, "longest": longest, "label_w": label_w, "bar_w": 360,
+                  "height": 22 * len(frames) + 8},
+        "timeline": {"entries": timeline, "width": max(x, 100)},
+        "stats": stats,
+    }
+
+
+def render_html(census: Census | Mapping[Any, Census], *, symmetry: Any = None, title: str | None = None) -> str:
+    """The report for one census, or for ``{rank or target: Census}`` (a selector, and the
+    ranks' ``symmetry`` (a RankComparison) when given)."""
+    ranks = {None: census} if isinstance(census, Census) else dict(census)
+    views = [_view(c, r) for r, c in ranks.items()]
+    first = views[0]["c"]
+    return _ENV.get_template("report.html.j2").render(
+        views=views, multi=len(views) > 1, symmetry=symmetry, pygments_css=Markup(_pygments()[2]),
+        title=title or first.target or "graphstitch report")
+
+
+def write_html(census: Census | Mapping[Any, Census], path: str | os.PathLike[str], **kw: Any) -> None:
+    atomic_write(path, render_html(census, **kw))
+
+
+def perf_html(result: Any) -> str:
+    """The perf page: the chart (svg.perf_svg) and the terminal table (rich's own HTML
+    export, inline styles, escaped), in the report's base template."""
+    import io
+
+    from rich.console import Console
+
+    from .svg import perf_svg
+    from .terminal import perf as perf_table
+    con = Console(record=True, width=110, file=io.StringIO(), highlight=False)
+    perf_table(result, con)
+    table = con.export_html(inline_styles=True, code_format="{code}")
+    return _ENV.get_template("perf.html.j2").render(
+        title=f"graphstitch perf — {result.target}", chart=Markup(perf_svg(result)), table=Markup(table),
+        pygments_css="")

@@ -1,0 +1,59 @@
+"""Markdown for PR comments and $GITHUB_STEP_SUMMARY: totals, a table of sites, one of
+recompile causes (plus the gate's verdict under `check`). No torch import."""
+
+from __future__ import annotations
+
+import os
+
+from ..model import Census
+from ..files import atomic_write
+from ..paths import short_path
+from .sarif import gb_url
+
+def _cell(text: object) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def markdown(censuses: list[Census], notes: dict[str, list[str]] | None = None) -> str:
+    """A short summary per target: totals, then a table of sites and one of recompile causes.
+    ``notes`` (per target) carries the gate's verdict lines."""
+    out: list[str] = []
+    for c in censuses:
+        out.append(f"### graphstitch: `{c.target or '?'}`\n")
+        match = {True: "yes", False: "**NO**", None: "not checked"}[c.outputs_match_eager]
+        out.append(f"torch {c.torch_version or '?'} · graphs **{c.graph_count}** · break sites "
+                   f"**{len(c.sites)}** · break events **{c.break_events}** · skipped frames "
+                   f"**{len(c.skipped_frames)}** · recompiles **{c.recompile_count}** "
+                   f"({len(c.recompiles)} causes) · outputs match eager {match}\n")
+        for line in (notes or {}).get(c.target or "", []):
+            out.append(f"- {line}")
+        if (notes or {}).get(c.target or ""):
+            out.append("")
+        if c.sites:
+            out.append("| # | GB id | where | function | events | break |")
+            out.append("|---|---|---|---|---|---|")
+            for i, s in enumerate(c.sites, 1):
+                gb = f"[{s.gb_id}]({gb_url(s.gb_id)})" if gb_url(s.gb_id) else s.gb_id
+                flag = " (frame skipped)" if s.frame_skipped else ""
+                out.append(f"| {i} | {gb} | `{_cell(short_path(s.file))}:{s.line}` | `{_cell(s.function)}` | "
+                           f"{s.events} | {_cell(s.gb_type)}{flag} |")
+            out.append("")
+        if c.recompiles:
+            out.append("| recompiles | cause | frames |")
+            out.append("|---|---|---|")
+            for r in c.recompiles:
+                out.append(f"| {r.count} | `{_cell(r.reason)}` | {_cell(', '.join(r.frames))} |")
+            out.append("")
+        if c.error:
+            out.append(f"**Target failed ({_cell(c.error.kind.value)})**: {_cell(c.error.message[:300])}\n")
+    return "\n".join(out).rstrip() + "\n"
+
+
+def write_markdown(censuses: list[Census], path: str, notes: dict[str, list[str]] | None = None) -> None:
+    text = markdown(censuses, notes)
+    atomic_write(path, text)
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        # GitHub collects every step's lines from this file: append, never replace.
+        with open(summary, "a", encoding="utf-8") as f:
+            f.write(text + "\n")

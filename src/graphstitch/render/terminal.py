@@ -1,0 +1,248 @@
+"""Terminal renderers: every command's human output, read from its typed result.
+
+One block per item rather than wide tables where lines are long, so output stays readable
+at 80 columns and in CI logs. Nothing here counts or matches anything itself.
+"""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from ..model import Census
+from ..fix import FixReport
+from ..gate import Verdict
+from ..guards import GuardReport
+from ..paths import short_path
+from ..perf import PerfResult, failed
+from ..perf.timing import LatencyStats
+from ..ranks import RankComparison
+from ..ranks.compare import fmt_ranks
+
+
+def _yes_no(v: bool | None) -> str:
+    return {True: "[green]yes[/]", False: "[bold red]NO[/]", None: "[dim]not checked[/]"}[v]
+
+
+def census(c: Census, console: Console | None = None) -> None:
+    console = console or Console(highlight=False)
+    cfg = c.config
+    head = f"[bold]graphstitch census[/] {escape(c.target or '')}"
+    bits = [f"torch {escape(c.torch_version or '?')}"]
+    if cfg.get("backend"):
+        bits.append(f"backend {escape(str(cfg['backend']))}")
+    if cfg.get("nested_graph_breaks"):
+        bits.append("nested_graph_breaks")
+    if c.calls:
+        bits.append(f"{c.calls} call{'s' if c.calls != 1 else ''}")
+    console.print(head)
+    console.print("[dim]" + " · ".join(bits) + "[/]")
+    console.print(
+        f"graphs [bold]{c.graph_count}[/] · break sites [bold]{len(c.sites)}[/] · "
+        f"break events [bold]{c.break_events}[/] · skipped frames [bold]{len(c.skipped_frames)}[/] · "
+        f"recompile causes [bold]{len(c.recompiles)}[/] ({c.recompile_count} recompiles) · "
+        f"compile {c.compile_seconds:.2f} s · outputs match eager {_yes_no(c.outputs_match_eager)}")
+    if c.output_mismatch:
+        console.print(f"  [red]{escape(c.output_mismatch)}[/]")
+
+    if c.sites:
+        # One block per site rather than a wide table: readable at 80 columns and in CI logs.
+        console.print("\n[bold underline]Break sites, ranked by impact[/]")
+        for i, s in enumerate(c.sites, 1):
+            flag = " [bold red]· whole frame skipped (runs eager)[/]" if s.frame_skipped else ""
+            console.print(f"[bold]{i}. {s.gb_id}[/] {escape(short_path(s.file))}:{s.line} in "
+                          f"[bold]{escape(s.function)}[/] · {s.events} event{'s' if s.events != 1 else ''}"
+                          f" · depth {s.nesting_depth}{flag}")
+            if s.code:
+                console.print(f"   [cyan]{s.line:>5} | {escape(s.code)}[/]")
+            console.print(f"   [bold]{escape(s.gb_type)}[/]")
+            if s.explanation:
+                console.print(f"   {escape(s.explanation[:400])}")
+            if s.hints:
+                console.print(f"   [green]Hint:[/] {escape(s.hints[0][:400])}")
+            for a in s.advice[:1]:
+                console.print(f"   [magenta]Advice:[/] {escape(a.summary[:400])}")
+    else:
+        console.print("[green]No graph breaks.[/]")
+
+    if c.recompiles:
+        t = Table(title="Recompile causes", title_justify="left", expand=True)
+        t.add_column("recompiles", justify="right", no_wrap=True)
+        t.add_column("cause (values stripped)", ratio=3, overflow="fold")
+        t.add_column("frames", ratio=1, overflow="fold")
+        for r in c.recompiles:
+            t.add_row(str(r.count), escape(r.reason), escape(", ".join(r.frames)))
+        console.print(t)
+
+    if c.skipped_frames:
+        t = Table(title="Skipped frames (ran fully eager)", title_justify="left", expand=True)
+        t.add_column("function", no_wrap=True)
+        t.add_column("where", overflow="fold")
+        t.add_column("why", ratio=3, overflow="fold")
+        for f in c.skipped_frames:
+            t.add_row(escape(f.function), f"{escape(short_path(f.file))}:{f.line}",
+                      escape(f"{f.fail_type}: {f.reason}"))
+        console.print(t)
+
+    if c.error:
+        console.print(f"[bold red]error ({c.error.kind.value}):[/] {escape(c.error.message[:500])}")
+
+
+def fixes(report: FixReport, console: Console | None = None) -> None:
+    """Trials per site, best first, one line each (readable at 80 columns and in CI logs)."""
+    console = console or Console(highlight=False)
+    if not report.fixes:
+        console.print("[dim]No fix candidates tried.[/]")
+        return
+    for sid in dict.fromkeys(f.site for f in report.fixes):
+        rows = report.fixes_for(sid)
+        console.print(f"\n[bold underline]Fixes for {escape(rows[0].label)}[/]")
+        for f in rows:
+            b, a = f.before, f.after
+            mark = "[bold green]VERIFIED[/]" if f.verified else "[red]rejected[/]"
+            console.print(f"  {mark} {escape(f.candidate)} · graphs {b.graphs}→{a.graphs} · sites {b.sites}→{a.sites}")
+            for why in f.why_not:
+                console.print(f"      [dim]{escape(why)}[/]")
+
+
+def measures(report: FixReport, console: Console | None = None) -> None:
+    console = console or Console(highlight=False)
+    rows = [f for f in report.fixes if f.measure]
+    if not rows:
+        return
+    console.print("\n[bold underline]What the verified fixes buy[/] (median of alternating passes)")
+    for f in rows:
+        m = f.measure
+        assert m is not None
+        head = f"  {escape(f.label)} · {escape(f.candidate)}"
+        if m.error or not m.before or not m.after:
+            console.print(f"{head}: [red]not measured[/] ({escape(m.error or '?')})")
+            continue
+        b, a = m.before.median_s * 1e3, m.after.median_s * 1e3
+        note = "" if m.stable else " [yellow](not stable)[/]"
+        console.print(f"{head}: {b:.3f} ms → {a:.3f} ms · [bold]{m.speedup or 0:.2f}×[/] ({escape(m.backend)}){note}")
+
+
+def _fmt(x: float | None, unit: str = "", digits: int = 2) -> str:
+    return "—" if x is None else f"{x:.{digits}f}{unit}"
+
+
+def perf(result: PerfResult, console: Console | None = None) -> None:
+    con = console or Console(highlight=False)
+    c = result.census
+    con.print(f"[bold]graphstitch perf[/] {escape(result.target)}  backend={escape(result.backend)}  "
+              f"device={result.device}  (census: {c.graph_count} graphs, {c.break_events} break events at "
+              f"{c.break_site_count} sites, {c.recompile_count} recompiles)")
+    t = Table(show_header=True, header_style="bold", box=None, padding=(0, 1), pad_edge=False)
+    for col in ("variant", "ms", "±IQR/2", "speedup", "cold s", "warm s", "MB", "graphs", "recomp", "ok"):  # fits 80 columns
+        t.add_column(col, justify="left" if col == "variant" else "right", no_wrap=True, min_width=len(col))
+
+    def lat(st: LatencyStats | None) -> tuple[str, str]:
+        return ("—", "—") if not st else (f"{st.median_s * 1e3:.4g}", f"{st.iqr_s * 1e3 / 2:.2g}")
+    e = result.eager
+    t.add_row("eager", *lat(e.latency), "1.00×", "—", "—", _fmt(e.peak_memory_mb, digits=0), "—", "—", "—")
+    for side, v in (("whole", result.whole), ("regional", result.regional)):
+        if not v:
+            continue
+        vc = v.census
+        t.add_row(side, *lat(v.latency), _fmt(v.speedup_vs_eager, "×"), _fmt(v.compile_cold_s),
+                  _fmt(v.compile_warm_s), _fmt(v.peak_memory_mb, digits=0), str(vc.graph_count) if vc else "—",
+                  str(vc.recompile_count) if vc else "—",
+                  {True: "yes", False: "NO"}.get(v.outputs_match_eager, "—"))  # type: ignore[arg-type]
+    con.print(t)
+    r, w = result.ratios, result.winner
+    blk = result.regional.block if result.regional else None
+    if blk:
+        con.print(f"regional = each of the {blk.count} {escape(blk.class_name)} blocks at `{escape(blk.path)}` "
+                  "compiled on its own")
+    if w:
+        con.print(f"regional vs whole: latency {_fmt(r.regional_vs_whole_latency, '×')}, cold compile "
+                  f"{_fmt(r.regional_vs_whole_compile_cold, '×')}, warm compile "
+                  f"{_fmt(r.regional_vs_whole_compile_warm, '×')} (>1: regional better) — [bold]{w.summary}[/]")
+    err = failed(result)
+    if err:
+        con.print(f"[red]{err.side} failed ({err.error.kind.value}): {escape(err.error.headline)}[/]")
+
+
+def ranks(result: RankComparison, console: Console | None = None) -> None:
+    """Terminal summary of a rank comparison (reads it, never re-counts)."""
+    console = console or Console(highlight=False)
+    t = Table(title="graphstitch ranks", title_justify="left")
+    for col in ("rank", "graphs", "break sites", "break events", "recompiles", "skipped frames",
+                "collectives", "status"):
+        t.add_column(col, justify="left" if col == "status" else "right")
+    for r in result.ranks:
+        s = result.summary[r]
+        n = sum(len(g) for g in result.collectives[r])
+        t.add_row(str(r), str(s.graphs), str(s.break_sites), str(s.break_events),
+                  str(s.recompiles), str(s.skipped_frames), str(n),
+                  f"[red]{s.error}[/]" if s.error else "ok")
+    console.print(t)
+    for f in result.failed:
+        where = f" at {escape(short_path(f.where))}" if f.where else ""
+        msg = f.message.strip().splitlines()
+        console.print(f"[bold red]rank {f.rank} failed[/] ({f.kind}{where}): {escape(msg[0] if msg else '')}")
+    if result.symmetric:
+        console.print("[bold green]symmetric[/]: every rank compiled the same graphs, breaks, recompiles "
+                      "and collectives in the same order")
+    for i, d in enumerate(result.divergences):
+        head = "[bold red]first divergence[/]" if i == 0 else "[yellow]divergence[/]"
+        at = f" at {escape(short_path(d.file))}:{d.line}" if d.file else ""
+        console.print(f"{head} \\[{d.kind}] {fmt_ranks(d.ranks)}, compile id {d.compile_id}{at}")
+        console.print("  " + escape(d.message))
+        if i == 0 and any(v for v in d.collectives.values()):
+            for r, ops in sorted(d.collectives.items()):
+                names = "none in this graph" if ops is None else ", ".join(o.split(".")[-1] for o in ops) or "none"
+                console.print(f"  collectives, rank {r}: {names}")
+    for fl in result.flags:
+        console.print(f"[bold yellow]{fl.kind}[/] {escape(fl.message)} ({fmt_ranks(fl.ranks)})")
+        console.print(f"  advice: {escape(fl.advice)}")
+
+
+def guards(rep: GuardReport, console: Console | None = None, full: bool = False) -> None:
+    console = console or Console(highlight=False)
+    info = rep.run
+    mode = f"repeat x{info.repeat}" if info.mode == "repeat" else f"vary {info.vary} over {info.sizes}"
+    count = sum(r.count for r in rep.recompiles)
+    console.print(f"[bold]graphstitch guards[/] {escape(rep.target or '')} · {escape(mode)} · "
+                  f"{count} recompiles · recompile_limit {info.recompile_limit}")
+    for r in rep.recompiles:
+        console.print(f"[bold]recompile cause[/] ({r.count}x, {escape(', '.join(r.frames))}): {escape(r.reason)}")
+        for a in r.advice:
+            console.print(f"  [magenta]Advice:[/] {escape(a)}")
+    if rep.shared_code_advice:
+        console.print(f"[magenta]Advice:[/] {escape(rep.shared_code_advice)}")
+    if info.mode == "vary":
+        console.print("automatic dynamic shapes generalized after one recompile: "
+                      + ("[green]yes[/]" if rep.generalized else "[dim]no recompile[/]" if not rep.recompiles
+                         else "[bold red]NO[/]"))
+    console.print("recompile_limit hit (silent eager fallback): "
+                  + (f"[bold red]YES[/] {escape(', '.join(rep.recompile_limit_hit))}" if rep.recompile_limit_hit
+                     else "[green]no[/]"))
+    for fe in rep.cache_entries:
+        console.print(f"\n[bold]frame {escape(fe.frame)}[/] {escape(fe.function)}: {len(fe.compile_ids)} cache "
+                      f"entr{'y' if len(fe.compile_ids) == 1 else 'ies'}")
+        for cid in fe.compile_ids:
+            console.print(f"  entry {escape(cid)}: {len(fe.guards[cid])} guard lines")
+            if full:
+                for line in fe.guards[cid]:
+                    console.print(f"    [dim]{escape(line)}[/]")
+            for d in fe.diffs.get(cid, []):
+                console.print(f"    [{'red' if d[0] == '-' else 'green'}]{escape(d)}[/]")
+    for p in rep.problems:
+        console.print(f"[bold red]unstable:[/] {escape(p)}")
+    if rep.ok:
+        console.print("[green]stable[/]")
+
+
+def verdicts(results: list[Verdict], console: Console, err: Console) -> None:
+    """`graphstitch check`: per target, ok or FAIL with each regression and improvement."""
+    for v in results:
+        for w in v.warnings:
+            err.print(f"[yellow]graphstitch: warning:[/] {escape(w)}")
+        console.print(f"{'[bold red]FAIL[/]' if not v.ok else '[green]ok[/]'} {escape(v.target)}")
+        for r in v.regressions:
+            console.print(f"  [red]- {escape(r)}[/]")
+        for i in v.improvements:
+            console.print(f"  [green]+ {escape(i)}[/]")

@@ -1,0 +1,162 @@
+"""Targets: ``PATH.py:FACTORY`` or ``package.module:FACTORY``, and how they are compiled.
+
+A factory returns ``(fn, args, kwargs)`` for one call or a list of such tuples. This module
+loads it (importing the user's code) and says how to compile and call it (:class:`Options`);
+it never imports torch itself. Where a target runs (in this process, or isolated in a
+worker) is ``worker.py``'s business.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from .jsonio import to_json
+from .paths import identity_path, project_root
+
+DEMO = "graphstitch.demo:demo"
+Call = tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]
+
+
+@dataclass
+class Wrap:
+    """A run-time escape hatch around the user function holding FILE:LINE (`fix` trials)."""
+    file: str
+    line: int
+    function: str
+    how: str                  # a dynamo.HATCHES name
+
+
+@dataclass
+class Patches:
+    """What a `graphstitch fix` trial changes for one run, without editing the source."""
+    config: dict[str, Any] = field(default_factory=dict)   # torch._dynamo.config flags (functions as dotted names)
+    wrap: Wrap | None = None
+
+
+@dataclass
+class Options:
+    """How a target is compiled and called; the same for every command that runs targets."""
+    backend: str = "counting"
+    nested_graph_breaks: bool = False
+    dynamic: bool | None = None
+    grad: bool = False
+    check_eager: bool = True
+    # `graphstitch fix` trials: also check a fresh random input set and side effects.
+    fresh: bool = False
+    patches: Patches | None = None
+
+    def as_config(self) -> dict[str, Any]:
+        cfg: dict[str, Any] = {"backend": self.backend, "nested_graph_breaks": self.nested_graph_breaks,
+                               "dynamic": self.dynamic, "grad": self.grad}
+        if self.patches:
+            cfg["patches"] = to_json(self.patches)
+        return cfg
+
+
+class TargetError(Exception):
+    """The target spec or factory is wrong (exit 2)."""
+
+
+def check_spec(spec: str) -> tuple[str, str, Path | None]:
+    """What can be checked without importing the target: (module or file, factory, path)."""
+    if ":" not in spec:
+        raise TargetError(f"target {spec!r} must be PATH.py:FACTORY or package.module:FACTORY")
+    where, _, name = spec.rpartition(":")
+    if not name.isidentifier():
+        raise TargetError(f"target {spec!r}: {name!r} is not a function name")
+    if where.endswith(".py") or os.sep in where or "/" in where:
+        path = Path(where).expanduser().resolve()
+        if not path.is_file():
+            raise TargetError(f"target file not found: {where}")
+        return where, name, path
+    return where, name, None
+
+
+def target_key(spec: str, root: str | None = None) -> str:
+    """A target's name independent of how its path was spelled: ``good.py:f``,
+    ``./good.py:f`` and ``/abs/good.py:f`` are the same target, and a baseline made in one
+    checkout matches in another (the file is named relative to its project root)."""
+    where, _, name = spec.rpartition(":")
+    if where.endswith(".py") or os.sep in where or "/" in where:
+        path = os.path.realpath(os.path.expanduser(where))
+        return f"{identity_path(path, root or project_root(path))}:{name}"
+    return spec
+
+
+def load_factory(spec: str) -> Callable[[], Any]:
+    where, name, path = check_spec(spec)
+    if path is not None:
+        modname = path.stem
+        # Dynamo re-imports the module while tracing: it must be findable in sys.modules.
+        sys.path.insert(0, str(path.parent))
+        loader_spec = importlib.util.spec_from_file_location(modname, path)
+        if loader_spec is None or loader_spec.loader is None:
+            raise TargetError(f"cannot load {where} as a Python module")
+        module = importlib.util.module_from_spec(loader_spec)
+        sys.modules[modname] = module
+        try:
+            loader_spec.loader.exec_module(module)
+        except Exception as e:  # noqa: BLE001
+            raise TargetError(f"importing {where} failed: {type(e).__name__}: {e}") from e
+    else:
+        try:
+            module = importlib.import_module(where)
+        except Exception as e:  # noqa: BLE001
+            raise TargetError(f"importing {where} failed: {type(e).__name__}: {e}") from e
+    factory = getattr(module, name, None)
+    if factory is None:
+        raise TargetError(f"{where} has no {name!r}")
+    if not callable(factory):
+        raise TargetError(f"{spec}: {name!r} is not callable")
+    return factory
+
+
+def _one_call(item: Any, where: str) -> Call:
+    if not isinstance(item, (tuple, list)) or len(item) not in (2, 3):
+        raise TargetError(f"{where} must be (fn, args, kwargs); got {type(item).__name__}")
+    fn, args = item[0], item[1]
+    kwargs = item[2] if len(item) == 3 else {}
+    if not callable(fn):
+        raise TargetError(f"{where}: fn is not callable ({type(fn).__name__})")
+    if not isinstance(args, (tuple, list)):
+        raise TargetError(f"{where}: args must be a tuple, got {type(args).__name__}")
+    if not isinstance(kwargs, dict):
+        raise TargetError(f"{where}: kwargs must be a dict, got {type(kwargs).__name__}")
+    return fn, tuple(args), dict(kwargs)
+
+
+def make_calls(factory: Callable[[], Any], spec: str) -> list[Call]:
+    try:
+        made = factory()
+    except Exception as e:  # noqa: BLE001
+        raise TargetError(f"{spec}: the factory raised {type(e).__name__}: {e}") from e
+    if isinstance(made, list):
+        if not made:
+            raise TargetError(f"{spec}: the factory returned an empty list of calls")
+        return [_one_call(c, f"{spec} call {i}") for i, c in enumerate(made)]
+    return [_one_call(made, f"{spec}")]
+
+
+def target_file(spec: str) -> str | None:
+    """The source file of a target (PATH.py:FACTORY, or the module's file), without importing it."""
+    where = spec.rpartition(":")[0]
+    if where.endswith(".py") or os.sep in where or "/" in where:
+        return os.path.realpath(os.path.expanduser(where))
+    try:
+        found = importlib.util.find_spec(where)
+    except (ImportError, ValueError):
+        return None
+    return os.path.realpath(found.origin) if found and found.origin else None
+
+
+def target_root(spec: str) -> str:
+    """The project a target belongs to: the nearest folder above its file with a project
+    marker (see paths.project_root); the working directory's project when unknown."""
+    f = target_file(spec)
+    return project_root(f) if f else project_root()

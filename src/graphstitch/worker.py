@@ -1,0 +1,334 @@
+"""The one protocol between graphstitch and the processes it starts.
+
+A job is a folder. The parent writes ``job.json`` (a :class:`Job`); the child
+(``python -m graphstitch.worker DIR``):
+
+- writes ``ready`` once torch and graphstitch are imported, so a ``--timeout`` measures the
+  target, not interpreter start-up (a rank: once its process group is up);
+- streams trace records to ``records.log`` (TORCH_TRACE's line format) as they happen, so a
+  crash, hang or kill still leaves a census;
+- writes ``result.json`` (``{"exit_code": N, "data": ...}``) atomically when it ends.
+
+Under torchrun every rank does the same with a ``.rank_N`` suffix. A job names its handler
+(``module:function``): a command package provides its child side (a perf measurement, a
+timed pass, a rank) without this module importing it. Interactive jobs (timed passes)
+also answer one request line on stdin with one line on stdout; the target's own output
+then goes to stderr.
+
+Census jobs (the default handler) run a TARGET under capture; script jobs run a user script
+as ``__main__``. Both are here because every command needs them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, Callable, Iterator, Sequence
+
+from . import procs
+from .model import Census, ErrorInfo, ErrorKind
+from .jsonio import from_trusted, to_json
+from .records import Record, format_record
+from .targets import Options
+
+Sink = Callable[[Record], None]
+
+
+@dataclass
+class Job:
+    handler: str = "graphstitch.worker:census_job"   # module:function run in the child
+    spec: str | None = None                          # TARGET, for census-like jobs
+    options: Options = field(default_factory=Options)
+    project_root: str | None = None                  # names files in site identities
+    script: str | None = None                        # script jobs
+    argv: list[str] = field(default_factory=list)
+    setup: str | None = None     # module:function(calls, options) -> config, before compiling (fix hatches)
+    params: dict[str, Any] = field(default_factory=dict)   # handler-specific
+    per_rank: bool = False       # run by torchrun: files get the RANK suffix
+    interactive: bool = False    # answers request lines (stdin -> stdout)
+
+
+@dataclass
+class Files:
+    """The files of one job (one rank of it under torchrun)."""
+    dir: str
+    rank: int | None = None
+
+    def _name(self, stem: str, ext: str) -> str:
+        return os.path.join(self.dir, f"{stem}{'' if self.rank is None else f'.rank_{self.rank}'}{ext}")
+
+    @property
+    def job(self) -> str:
+        return os.path.join(self.dir, "job.json")
+
+    @property
+    def ready(self) -> str:
+        return self._name("ready", "")
+
+    @property
+    def records(self) -> str:
+        return self._name("records", ".log")
+
+    @property
+    def result(self) -> str:
+        return self._name("result", ".json")
+
+
+@dataclass
+class Outcome:
+    census: Census
+    exit_code: int
+    data: Any = None             # what the handler returned (result.json "data")
+    error: ErrorInfo | None = None   # how the process ended, when badly (also on census.error)
+    finished: bool = False       # the handler returned (result.json was written)
+
+
+# ----------------------------------------------------------------------------- parent side
+
+def write_job(job: Job, dirpath: str) -> Files:
+    files = Files(dirpath)
+    with open(files.job, "w", encoding="utf-8") as f:
+        json.dump(to_json(job), f)
+    return files
+
+
+def read_outcome(files: Files, exit_code: int, died: ErrorInfo | None, *, target: str | None,
+                 project_root: str | None) -> Outcome:
+    """What a finished (or killed) child left: the census of its records, its result."""
+    from .traces import census_from_files
+    rec = Path(files.records)
+    census = census_from_files([rec] if rec.exists() else [], target=target, project_root=project_root)
+    data, finished = None, False
+    try:
+        with open(files.result, encoding="utf-8") as f:
+            res = json.load(f)
+        data, finished = res.get("data"), True
+    except (OSError, ValueError):
+        pass
+    if died is not None and census.error is None:
+        census.error = died
+    return Outcome(census, exit_code, data, died, finished)
+
+
+def run(job: Job, *, timeout: float | None = None, pythonpath: Sequence[str] = (),
+        stdout: int | IO[Any] | None = None, warm: procs.Child | None = None,
+        inductor_cache: str | None = None, own_cache: bool = False, own_session: bool = True,
+        ok_codes: tuple[int, ...] | None = (0, 2), what: str = "target", reap: bool = True) -> Outcome:
+    """Run JOB in a fresh child (or in WARM, a child from :func:`prestart`) and read what it
+    left. Never raises for the child's failures: they are ``Outcome.error``."""
+    with tempfile.TemporaryDirectory(prefix="graphstitch-job-") as d:
+        files = write_job(job, d)
+        env = procs.child_env(pythonpath=pythonpath, inductor_cache=inductor_cache or os.path.join(d, "inductor"),
+                              own_cache=own_cache)
+        if warm is not None:
+            child = warm
+            assert child.popen.stdin is not None
+            child.popen.stdin.write(json.dumps({"dir": d, "env": {k: env[k] for k in _JOB_ENV if k in env}}) + "\n")
+            child.popen.stdin.close()
+        else:
+            child = procs.start(procs.python_cmd("graphstitch.worker", d), env=env, stdout=stdout,
+                                own_session=own_session)
+        rc, died = child.wait(timeout, ready=lambda: os.path.exists(files.ready), ok_codes=ok_codes,
+                              what=what, reap=reap)
+        return read_outcome(files, rc, died, target=job.spec or job.script, project_root=job.project_root)
+
+
+def run_target(spec: str, options: Options | None = None, *, timeout: float | None = None,
+               project_root: str | None = None, pythonpath: Sequence[str] = ()) -> Outcome:
+    """A census of TARGET in a fresh worker: a segfault, hang or exception in user code
+    cannot take the caller down, and what was captured before it still makes a census."""
+    from .targets import target_root
+    job = Job(spec=spec, options=options or Options(), project_root=project_root or target_root(spec))
+    return run(job, timeout=timeout, pythonpath=pythonpath)
+
+
+# Environment a warm worker takes from its job (it was started before the job existed).
+_JOB_ENV = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "PYTHONPATH")
+
+
+def prestart() -> procs.Child:
+    """A worker that imports torch now and waits for one job, so a batch of runs (`fix`
+    trials) does not pay the import after the batch starts."""
+    return procs.start(procs.python_cmd("graphstitch.worker", "--wait"), env=procs.child_env(),
+                       stdin=subprocess.PIPE, text=True)
+
+
+class Session:
+    """An interactive job: a worker that answers request lines (timed passes) until closed."""
+
+    def __init__(self, job: Job, *, timeout: float | None = None, pythonpath: Sequence[str] = ()):
+        job.interactive = True
+        self._dir = tempfile.mkdtemp(prefix="graphstitch-job-")
+        self.files = write_job(job, self._dir)
+        self.job = job
+        self.child = procs.start(procs.python_cmd("graphstitch.worker", self._dir),
+                                 env=procs.child_env(pythonpath=pythonpath), stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, text=True)
+        self.timeout = timeout
+
+    def ask(self, request: str) -> str:
+        """Send one request line, return the answer line. Raises RuntimeError (one line)
+        when the worker failed or died instead of answering."""
+        p = self.child.popen
+        assert p.stdin is not None and p.stdout is not None
+        try:
+            p.stdin.write(request + "\n")
+            p.stdin.flush()
+        except BrokenPipeError:
+            pass
+        line = p.stdout.readline()
+        if not line:
+            raise RuntimeError(self._why_dead())
+        return line.rstrip("\n")
+
+    def _why_dead(self) -> str:
+        rc = self.child.popen.wait()
+        out = read_outcome(self.files, rc, None, target=self.job.spec, project_root=self.job.project_root)
+        if out.census.error is not None:
+            return f"{out.census.error.kind.value}: {out.census.error.headline}"
+        return f"the measuring process exited (code {rc})"
+
+    def close(self) -> None:
+        self.child.kill_tree()
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+
+# ----------------------------------------------------------------------------- child side
+
+@dataclass
+class Context:
+    """What a handler gets besides its job."""
+    files: Files
+    sink: Sink
+    replies: IO[str] | None = None
+
+    def mark_ready(self) -> None:
+        with open(self.files.ready, "w", encoding="utf-8"):
+            pass
+
+    def requests(self) -> Iterator[str]:
+        for line in sys.stdin:
+            yield line.strip()
+
+    def reply(self, text: str) -> None:
+        assert self.replies is not None
+        self.replies.write(text + "\n")
+        self.replies.flush()
+
+
+def stream_sink(out: IO[str]) -> Sink:
+    """Write each record at once, so whatever was captured before a crash is on disk."""
+    def sink(rec: Record) -> None:
+        out.write(format_record(rec.meta, rec.payload))
+        out.flush()
+    return sink
+
+
+def note(sink: Sink, **data: Any) -> None:
+    """A graphstitch run record outside a capture (a bad target, say)."""
+    sink(Record({"graphstitch_run": to_json(data)}))
+
+
+def _handler(name: str) -> Callable[[Job, Context], tuple[int, Any]]:
+    mod, _, fn = name.partition(":")
+    return getattr(importlib.import_module(mod), fn)  # type: ignore[no-any-return]
+
+
+def main(argv: list[str]) -> int:
+    env_from_job: dict[str, str] = {}
+    if argv[:1] == ["--wait"]:
+        from . import live  # noqa: F401 - importing torch now is the point of waiting ahead
+        line = sys.stdin.readline()
+        if not line.strip():
+            return 0  # not needed after all
+        msg = json.loads(line)
+        dirpath, env_from_job = msg["dir"], msg.get("env", {})
+        os.environ.update(env_from_job)
+        for p in reversed(env_from_job.get("PYTHONPATH", "").split(os.pathsep)):
+            if p and p not in sys.path:
+                sys.path.insert(0, p)
+    else:
+        dirpath = argv[0]
+    with open(os.path.join(dirpath, "job.json"), encoding="utf-8") as f:
+        job = from_trusted(Job, json.load(f))
+    files = Files(dirpath, int(os.environ.get("RANK", "0")) if job.per_rank else None)
+    replies = None
+    if job.interactive:
+        # Answers go to the real stdout; the target's own prints must not corrupt them.
+        replies = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
+        sys.stdout = sys.stderr
+    handler = _handler(job.handler)
+    from .dynamo import quiet_dynamo_warnings
+    quiet_dynamo_warnings()
+    with open(files.records, "w", encoding="utf-8", buffering=1) as out:
+        ctx = Context(files, stream_sink(out), replies)
+        if not job.per_rank:
+            ctx.mark_ready()
+        code, data = handler(job, ctx)
+    tmp = files.result + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump({"exit_code": code, "data": to_json(data)}, f)
+    os.replace(tmp, files.result)
+    return code
+
+
+# ----------------------------------------------------------------------------- handlers
+
+def census_job(job: Job, ctx: Context) -> tuple[int, Any]:
+    """Run a TARGET's calls under capture. Exit 2: a bad target (error kind target)."""
+    from .live import Capture, run_calls
+    from .targets import TargetError, load_factory, make_calls
+    assert job.spec is not None
+    try:
+        calls = make_calls(load_factory(job.spec), job.spec)
+    except TargetError as e:
+        note(ctx.sink, target=job.spec, error=ErrorInfo(ErrorKind.TARGET, str(e)))
+        return 2, None
+    with Capture(ctx.sink, target=job.spec, project_root=job.project_root) as cap:
+        try:
+            cap.note(config=run_setup(job, calls))
+        except Exception as e:  # noqa: BLE001 - a hatch that cannot apply is a result
+            cap.fail(ErrorInfo(ErrorKind.PATCH, str(e)[:2000], type(e).__name__))
+            return 0, None
+        run_calls(cap, calls, job.options)
+    return 0, None
+
+
+def run_setup(job: Job, calls: list[Any]) -> dict[str, Any]:
+    """The job's setup hook on the calls, before anything is compiled (a `fix` trial's
+    escape hatch); returns what it notes in the census config."""
+    if not job.setup:
+        return {}
+    mod, _, fn = job.setup.partition(":")
+    out: dict[str, Any] = getattr(importlib.import_module(mod), fn)(calls, job.options)
+    return out
+
+
+def script_job(job: Job, ctx: Context) -> tuple[int, Any]:
+    """Run a user script as __main__ under capture; its exit code is the job's."""
+    from .live import Capture, run_script
+    assert job.script is not None
+    with Capture(ctx.sink, reset=False, target=job.script, project_root=job.project_root) as cap:
+        code = run_script(cap, job.script, job.argv)
+    return code, None
+
+
+@contextlib.contextmanager
+def job_dir(prefix: str = "graphstitch-job-") -> Iterator[str]:
+    d = tempfile.mkdtemp(prefix=prefix)
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
