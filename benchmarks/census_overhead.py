@@ -103,6 +103,7 @@ def one_process(side: str, model_name: str) -> dict:
 
 def child(side: str, model_name: str) -> None:
     import resource
+
     import graphstitch.live  # noqa: F401 - imported on both sides so only the work differs
     model, x = build(model_name)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)

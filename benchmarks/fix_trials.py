@@ -21,9 +21,10 @@ sys.path.insert(0, str(ROOT / "src"))
 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH")) if p)
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+from graphstitch.target import census_subprocess  # noqa: E402
+
 from graphstitch.fix import run_fix  # noqa: E402
 from graphstitch.live import Options  # noqa: E402
-from graphstitch.target import census_subprocess  # noqa: E402
 
 SCENARIOS = ["item_helper", "skipped_helper", "print_helper"]
 

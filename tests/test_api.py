@@ -1,9 +1,9 @@
 """The Python API: census, census_calls, capture; no contamination between censuses."""
 
 import torch
-from conftest import SCENARIOS, marked_line
 
 import graphstitch
+from conftest import SCENARIOS, marked_line
 from graphstitch.model import Census
 
 NESTED = SCENARIOS / "sc_nested3.py"

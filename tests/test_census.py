@@ -4,10 +4,10 @@ that a real torch.compile run produces, through graphstitch's census."""
 import os
 
 import pytest
-from conftest import SCENARIOS, marked_line
 
-from graphstitch.targets import Options
+from conftest import SCENARIOS, marked_line
 from graphstitch.live import census_target
+from graphstitch.targets import Options
 
 # scenario -> (sites as (line tag, GB id, events, frame skipped), graph count)
 CORPUS = {

@@ -5,7 +5,8 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, marked_line, assert_valid
+
+from conftest import ROOT, assert_valid, marked_line
 
 BAD = ROOT / "tests" / "targets_bad" / "bad_targets.py"
 

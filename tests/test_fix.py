@@ -10,14 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import marked_line
+from conftest import census_subprocess, marked_line
 from graphstitch.advice import PLAYBOOKS, STRATEGIES, advise, strategy_for
 from graphstitch.analysis import gb_registry
 from graphstitch.files import file_hash
 from graphstitch.fix import apply_best, run_fix
-from graphstitch.targets import Options
 from graphstitch.live import census_target
-from conftest import census_subprocess
+from graphstitch.targets import Options
 
 TARGETS = Path(__file__).resolve().parent / "targets_fix"
 ROOT = Path(__file__).resolve().parent.parent
@@ -204,6 +203,7 @@ def test_apply_reverifies_writes_and_keeps_a_backup(skipped_copy, monkeypatch):
 
 def test_fix_cli_help_and_bad_target(tmp_path):
     from click.testing import CliRunner
+
     from graphstitch.cli import main
     r = CliRunner().invoke(main, ["fix", "--help"])
     assert r.exit_code == 0 and "VERIFIED only if its site is gone" in r.output and "Exit codes" in r.output

@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import pytest
+
 from conftest import ROOT, assert_valid
 
 pytestmark = pytest.mark.slow

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from conftest import marked_line, assert_valid
+from conftest import assert_valid, marked_line
 from graphstitch.cli import main
 
 TARGET_SRC = Path(__file__).parent / "targets_gate" / "gt_model.py"
@@ -127,7 +127,7 @@ def test_other_torch_version_warns_and_still_compares(proj, monkeypatch):
     assert check("--update").exit_code == 0
     base = assert_valid("baseline", json.loads((proj / "base.json").read_text()))
     base["torch_version"] = "2.99.0"
-    base["targets"][SPEC]["sites"][0]["gb_id"] = "GB9999"   # a renumbered break still matches by line text
+    base["targets"][SPEC]["sites"][0]["id"]["gb_id"] = "GB9999"   # a renumbered break still matches by line text
     (proj / "base.json").write_text(json.dumps(base))
     r = check()
     assert r.exit_code == 0, r.output
@@ -155,7 +155,7 @@ def test_recompile_cause_ratchet(proj, monkeypatch):
         "def factory():\n    sizes = [2, 3] if os.environ.get('GS_RC') else [2]\n"
         "    return [(f, (torch.randn(b, 3),), {}) for b in sizes]\n")
     monkeypatch.setenv("GS_RC", "1")
-    run = lambda *a: CliRunner().invoke(main, ["check", "rc.py:factory", "--baseline", "rc.json", "--in-process", *a])  # noqa: E731
+    run = lambda *a: CliRunner().invoke(main, ["check", "rc.py:factory", "--baseline", "rc.json", "--in-process", *a])
     assert run("--update").exit_code == 0
     assert json.loads((proj / "rc.json").read_text())["targets"]["rc.py:factory"]["recompiles"] == [
         {"reason": "tensor 'x' size mismatch at index 0", "count": 1}]
@@ -172,7 +172,7 @@ def test_new_skipped_frame_fails(tmp_path, monkeypatch):
     shutil.copy(TARGET_SRC.parent / "gt_loop.py", tmp_path / "gt_loop.py")
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("GS_LOOP", raising=False)
-    run = lambda *a: CliRunner().invoke(main, ["check", "gt_loop.py:factory", "--baseline", "l.json", "--in-process", *a])  # noqa: E731
+    run = lambda *a: CliRunner().invoke(main, ["check", "gt_loop.py:factory", "--baseline", "l.json", "--in-process", *a])
     assert run("--update").exit_code == 0
     monkeypatch.setenv("GS_LOOP", "1")
     r = run()
@@ -180,3 +180,48 @@ def test_new_skipped_frame_fails(tmp_path, monkeypatch):
     assert "new skipped frame (runs eager): looped at gt_loop.py:" in r.output
     line = marked_line(tmp_path / "gt_loop.py", "LOOP")
     assert f"new break site GB0059 at gt_loop.py:{line} in looped" in r.output
+
+
+def test_baseline_does_not_depend_on_how_the_target_path_is_spelled(proj, tmp_path_factory, monkeypatch):
+    """One target, one baseline entry: relative, ./, absolute spellings, and another
+    checkout of the same project (run from another folder) all match it."""
+    (proj / "pyproject.toml").write_text("[project]\nname = 'demo'\n")   # the project root
+    assert check("--update").exit_code == 0
+    assert list(json.loads((proj / "base.json").read_text())["targets"]) == ["gt_model.py:factory"]
+    for spelling in ("./gt_model.py:factory", f"{proj}/gt_model.py:factory"):
+        r = CliRunner().invoke(main, ["check", spelling, "--baseline", "base.json", "--in-process"])
+        assert r.exit_code == 0, r.output
+    other = tmp_path_factory.mktemp("elsewhere") / "checkout"
+    shutil.copytree(proj, other)
+    monkeypatch.chdir(other.parent)
+    r = CliRunner().invoke(main, ["check", "checkout/gt_model.py:factory", "--baseline", "checkout/base.json",
+                                  "--in-process"])
+    assert r.exit_code == 0, r.output
+    assert "ok checkout/gt_model.py:factory" in r.output
+
+
+def test_a_graphstitch_0_1_baseline_still_gates(proj):
+    """Baselines written by graphstitch 0.1 (format 1: sites by file name, function and
+    source text) are read and compared; --update rewrites them in the current format."""
+    item_line = marked_line(proj / "gt_model.py", "ITEM")
+    (proj / "base.json").write_text(json.dumps({
+        "format": 1, "graphstitch_version": "0.1.0", "torch_version": None,
+        "targets": {SPEC: {"graph_count": 2, "break_site_count": 1, "break_events": 1, "recompile_count": 0,
+                           "sites": [{"gb_id": "GB0124", "file": "gt_model.py", "line": item_line,
+                                      "function": "body", "code": "s = y.sum().item()  # ITEM", "events": 1}],
+                           "skipped_frames": [], "recompiles": []}}}))
+    r = check()
+    assert r.exit_code == 0, r.output
+    assert check("--update").exit_code == 0
+    assert json.loads((proj / "base.json").read_text())["format"] == 2
+
+
+def test_a_baseline_with_a_wrong_type_is_one_line_exit_2(proj):
+    assert check("--update").exit_code == 0
+    base = json.loads((proj / "base.json").read_text())
+    base["targets"][SPEC]["graph_count"] = "two"
+    (proj / "base.json").write_text(json.dumps(base))
+    r = check()
+    assert r.exit_code == 2, r.output
+    assert "is malformed (targets.gt_model.py:factory.graph_count: Input should be a valid integer" in r.stderr
+    assert "Traceback" not in r.output and len(r.stderr.strip().splitlines()) == 1

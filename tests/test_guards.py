@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from conftest import marked_line, assert_valid
+from conftest import assert_valid, marked_line
 from graphstitch.cli import main
 from graphstitch.guards import cache_entries, normalize_guards
 
@@ -86,8 +86,8 @@ def test_usage_errors(tmp_path, args, msg):
 
 @pytest.mark.slow
 def test_guard_text_normalized_across_processes():
-    from graphstitch.targets import Options
     from conftest import census_subprocess
+    from graphstitch.targets import Options
     a, _ = census_subprocess(f"{TARGETS}:make_counter", Options(check_eager=False))
     b, _ = census_subprocess(f"{TARGETS}:make_counter", Options(check_eager=False))
     raw_a, raw_b = a.guards["0/0"], b.guards["0/0"]

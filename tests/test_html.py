@@ -11,10 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, marked_line, assert_valid
+from conftest import ROOT, assert_valid, census_subprocess, marked_line
 from graphstitch.render.html import highlight, render_html, write_html
 from graphstitch.targets import Options
-from conftest import census_subprocess
 from graphstitch.traces import censuses_from_path, trace_files
 
 TARGETS = Path(__file__).resolve().parent / "targets_traces"

@@ -3,10 +3,10 @@
 import linecache
 
 import pytest
-from conftest import SCENARIOS
 
-from graphstitch.targets import Options
+from conftest import SCENARIOS
 from graphstitch.live import census_target
+from graphstitch.targets import Options
 
 pytest.importorskip("transformers")
 pytestmark = pytest.mark.slow

@@ -16,7 +16,7 @@ import pytest
 import torch
 from torch import nn
 
-from conftest import ROOT, marked_line, assert_valid
+from conftest import ROOT, assert_valid, marked_line
 from graphstitch.demo import Block
 from graphstitch.jsonio import to_json
 from graphstitch.perf import compare_alternating

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, marked_line, assert_valid
+from conftest import ROOT, assert_valid, marked_line
 from graphstitch.jsonio import to_json
-from graphstitch.ranks import compare_ranks, censuses_from_rank_files
+from graphstitch.ranks import censuses_from_rank_files, compare_ranks
 
 TARGETS = Path(__file__).resolve().parent / "targets_ranks"
 sys.path.insert(0, str(TARGETS))  # Dynamo re-imports in-process targets by module name
@@ -199,9 +199,9 @@ def test_bad_usage_is_one_line_exit_2(tmp_path):
 def test_three_ranks_in_process_name_the_odd_rank_and_order_cause_first():
     # Real compiles in this process stand in for three ranks: rank 1 takes another path.
     import torch
+    from ranks_variants import step
 
     import graphstitch
-    from ranks_variants import step
     path = TARGETS / "ranks_variants.py"
     x = torch.ones(4)
     quiet = graphstitch.census_calls(step, [((x, True, False), {})])

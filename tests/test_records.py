@@ -1,8 +1,7 @@
 """Record parsing details that Dynamo's output format dictates (torch 2.13 layout)."""
 
 from graphstitch.analysis import build_census, normalize_guard_failure
-from graphstitch.records import (Decoder, Record, RecompileReasons, format_record,
-                                 iter_trace_records)
+from graphstitch.records import Decoder, RecompileReasons, Record, format_record, iter_trace_records
 
 
 def decode(meta, payload=None):

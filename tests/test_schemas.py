@@ -19,8 +19,9 @@ def test_shipped_schema_is_current(name):
 
 
 def test_schemas_reject_what_the_code_never_writes():
-    import graphstitch
     import torch
+
+    import graphstitch
 
     def f(x):
         print("hi")

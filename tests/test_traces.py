@@ -11,12 +11,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import ROOT, marked_line, assert_valid
-from graphstitch.targets import Options
+from conftest import ROOT, assert_valid, census_subprocess, marked_line
 from graphstitch.records import Decoder, iter_trace_records
-from conftest import census_subprocess
-from graphstitch.traces import (TraceError, census_from_files, census_from_trace,
-                                censuses_from_path, trace_files)
+from graphstitch.targets import Options
+from graphstitch.traces import TraceError, census_from_files, census_from_trace, censuses_from_path, trace_files
 
 TARGETS = Path(__file__).resolve().parent / "targets_traces"
 PY = sys.executable

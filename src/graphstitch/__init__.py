@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.2.0"
 
 if TYPE_CHECKING:
-    from .live import Capture, capture, census, census_calls
     from .changes import CensusDiff, diff
     from .gate import assert_no_graph_breaks
+    from .live import Capture, capture, census, census_calls
     from .model import Census, ErrorInfo, ErrorKind, FrameId, Site, SiteId
     from .traces import census_from_trace, censuses_from_path
 

@@ -13,15 +13,42 @@ import json
 import os
 import re
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from . import paths
-from .model import (LOOP_GB, UNKNOWN_GB, Census, Checks, ErrorInfo, FrameCompile, FrameId, Graph, RecompileCause,
-                     Site, SiteId, SkippedFrame, StackEntry, normalize_code)
 from .jsonio import to_json
-from .records import (COLLECTIVE_NAMESPACES, BackendGraph, BreakReport, FrameMetrics, FrameStart, Guards,
-                      OutputGraph, RecompileReasons, RunInfo, StackFrame, compile_order, frame_key)
+from .model import (
+    LOOP_GB,
+    UNKNOWN_GB,
+    Census,
+    Checks,
+    ErrorInfo,
+    FrameCompile,
+    FrameId,
+    Graph,
+    RecompileCause,
+    Site,
+    SiteId,
+    SkippedFrame,
+    StackEntry,
+    normalize_code,
+)
+from .records import (
+    COLLECTIVE_NAMESPACES,
+    BackendGraph,
+    BreakReport,
+    FrameMetrics,
+    FrameStart,
+    Guards,
+    OutputGraph,
+    RecompileReasons,
+    RunInfo,
+    StackFrame,
+    compile_order,
+    frame_key,
+)
 
 # ----------------------------------------------------------------------------- GB registry
 

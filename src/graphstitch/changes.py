@@ -9,8 +9,8 @@ removed" when ``new_sites`` is not empty, `ranks` names the first divergence. No
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Hashable
 
 from .model import Census, Graph, RecompileCause, Site, SiteId, SkippedFrame
 
@@ -52,7 +52,7 @@ class CensusDiff:
     def regressions(self) -> bool:
         """Anything worse: what the gate fails on."""
         return bool(self.new_sites or self.new_skipped or self.new_causes
-                    or any(c.after > c.before for c in self.site_events + self.cause_counts)  # type: ignore[operator]
+                    or any(c.after > c.before for c in [*self.site_events, *self.cause_counts])
                     or self.graphs.after > self.graphs.before)
 
     @property
@@ -106,10 +106,11 @@ def collective_sequence(c: Census) -> list[str]:
 
 
 def _graph_sig(g: Graph) -> tuple[object, ...]:
-    return (g.compile_id, g.function, g.file, g.line, g.op_count, tuple(g.collectives))
+    # Where a graph's frame starts is a hint, like a site's line: an edit above it is no change.
+    return (g.compile_id, g.function, g.op_count, tuple(g.collectives))
 
 
-def _first_difference(a: list[object], b: list[object]) -> int | None:
+def _first_difference(a: Sequence[object], b: Sequence[object]) -> int | None:
     for i in range(max(len(a), len(b))):
         if i >= len(a) or i >= len(b) or a[i] != b[i]:
             return i

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Callable, NoReturn, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
 
 import click
 from rich.console import Console
@@ -124,11 +125,8 @@ def run_target(spec: str, *, timeout: float | None, in_process: bool, **compile_
     opts = make_options(**compile_opts)
     root = target_root(spec)
     if in_process:
-        import linecache
-
         from .live import census_target
         from .targets import TargetError
-        linecache.checkcache()  # source lines of a file edited since an earlier in-process run
         try:
             return census_target(spec, opts, project_root=root)
         except TargetError as e:
@@ -219,8 +217,16 @@ def check(targets: tuple[str, ...], baseline_path: str | None, update: bool, max
     max-graphs, max-recompiles); command-line values win.
     """
     from .files import WriteRefused, atomic_write
-    from .gate import (Baseline, BaselineEntry, BaselineError, baseline_text, compare, load_baseline, new_baseline,
-                       pyproject_budgets)
+    from .gate import (
+        Baseline,
+        BaselineEntry,
+        BaselineError,
+        baseline_text,
+        compare,
+        load_baseline,
+        new_baseline,
+        pyproject_budgets,
+    )
     from .render import terminal
     from .targets import target_key
 

@@ -12,29 +12,29 @@ from torch import nn
 log = logging.getLogger("graphstitch.demo")
 
 
-def normalize(h):
+def normalize(h: torch.Tensor) -> torch.Tensor:
     scale = h.abs().mean().item()          # .item(): a Python float leaves the graph
     return h / (scale + 1e-6)
 
 
 class Block(nn.Module):
-    def __init__(self, d):
+    def __init__(self, d: int) -> None:
         super().__init__()
         self.ff = nn.Sequential(nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d))
         self.norm = nn.LayerNorm(d)
 
-    def forward(self, h):
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
         return self.norm(h + self.ff(h))
 
 
 class DemoModel(nn.Module):
-    def __init__(self, d=32, depth=2):
+    def __init__(self, d: int = 32, depth: int = 2) -> None:
         super().__init__()
         self.inp = nn.Linear(d, d)
         self.blocks = nn.ModuleList(Block(d) for _ in range(depth))
         self.out = nn.Linear(d, 4)
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.inp(x)
         h = normalize(h)
         if h.sum() > 0:                    # data-dependent branch on a tensor value
@@ -45,7 +45,7 @@ class DemoModel(nn.Module):
         return self.out(h)
 
 
-def demo():
+def demo() -> list[tuple[nn.Module, tuple[torch.Tensor], dict[str, object]]]:
     torch.manual_seed(0)
     model = DemoModel().eval()
     return [(model, (torch.randn(b, 32),), {}) for b in (2, 3, 4)]

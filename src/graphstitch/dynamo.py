@@ -9,7 +9,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import torch
 import torch._dynamo
@@ -133,7 +134,7 @@ def graph_ops(gm: torch.fx.GraphModule) -> list[str]:
 def quiet_dynamo_warnings() -> None:
     """Silence Dynamo's own graph-break warnings: the census reports each break once."""
     with contextlib.suppress(Exception):
-        torch._logging.set_logs(dynamo=logging.ERROR)
+        torch._logging.set_logs(dynamo=logging.ERROR)  # type: ignore[attr-defined]
 
 
 def recompile_limit() -> int | None:
@@ -179,9 +180,12 @@ def resolve_config(patch: dict) -> dict:
 HATCHES = ("nonstrict_trace", "leaf_function", "custom_op", "allow_in_graph", "disable")
 
 
-def hatch(how: str, fn: Callable, fake: Callable | None = None, schema: str | None = None,
-          name: str = "fn") -> Callable:
-    """Wrap ``fn`` in one of torch's escape hatches (what `graphstitch fix` tries)."""
+def hatch(how: str, fn: Callable[..., Any], fake: Callable[..., Any] | None = None, schema: str | None = None,
+          name: str = "fn") -> Any:
+    """Wrap ``fn`` in one of torch's escape hatches (what `graphstitch fix` tries).
+    leaf_function and custom_op need FAKE (outputs' shapes from inputs)."""
+    if how in ("leaf_function", "custom_op") and fake is None:
+        raise ValueError(f"{how} needs a fake (register_fake)")
     if how == "nonstrict_trace":
         return torch._dynamo.nonstrict_trace(fn)
     if how == "allow_in_graph":
@@ -190,11 +194,11 @@ def hatch(how: str, fn: Callable, fake: Callable | None = None, schema: str | No
         return torch.compiler.disable(fn)
     if how == "leaf_function":
         from torch._dynamo.decorators import leaf_function
-        wrapped = leaf_function(fn)
+        wrapped: Any = leaf_function(fn)
         wrapped.register_fake(fake)
         return wrapped
     if how == "custom_op":
         op = torch.library.custom_op(f"graphstitch::{name}", fn, mutates_args=(), schema=schema)
-        op.register_fake(fake)
+        op.register_fake(fake)  # type: ignore[arg-type]
         return op
     raise ValueError(how)

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
-from .model import Census, FrameId, Graph, RecompileCause, Site, SiteId, SkippedFrame, normalize_code
 from .changes import diff
 from .jsonio import JSONError, from_json, to_json
+from .model import Census, FrameId, Graph, RecompileCause, Site, SiteId, SkippedFrame, normalize_code
 from .paths import short_path
 
 BASELINE_FORMAT = 2
@@ -62,7 +62,7 @@ class BaselineEntry:
     recompiles: list[BaselineCause] = field(default_factory=list)
 
     @classmethod
-    def of(cls, c: Census) -> "BaselineEntry":
+    def of(cls, c: Census) -> BaselineEntry:
         """The part of a census a baseline keeps (stable, sorted, human-diffable)."""
         return cls(
             graph_count=c.graph_count, recompile_count=c.recompile_count,

@@ -100,8 +100,9 @@ def vary_calls(call: Call, name: str | None, dim: int, sizes: list[int] | None) 
     import torch
     fn, args, kwargs = call
     names = _arg_names(fn, len(args))
-    slots = [(n, ("arg", i)) for i, n in enumerate(names)] + [(k, ("kw", k)) for k in kwargs]
-    value = lambda slot: args[slot[1]] if slot[0] == "arg" else kwargs[slot[1]]  # noqa: E731
+    slots: list[tuple[str, tuple[str, Any]]] = ([(n, ("arg", i)) for i, n in enumerate(names)]
+                                                + [(k, ("kw", k)) for k in kwargs])
+    value = lambda slot: args[slot[1]] if slot[0] == "arg" else kwargs[slot[1]]
     tensors = [(n, s) for n, s in slots if isinstance(value(s), torch.Tensor)]
     if not tensors:
         raise ValueError("--vary: the target's first call has no tensor argument")
@@ -182,7 +183,7 @@ def run(spec: str, opts: Options, *, repeat: int | None = None, vary: str | None
         name, dim = parse_vary(vary or "")
         calls, name, used = vary_calls(calls[0], name, dim, sizes)
         info.vary, info.sizes = f"{name}:{dim}", used
-    patch = {} if recompile_limit is None else {"recompile_limit": recompile_limit}
+    patch: dict[str, Any] = {} if recompile_limit is None else {"recompile_limit": recompile_limit}
     with dynamo.config(**patch), Capture(target=spec, project_root=project_root) as cap:
         run_calls(cap, calls, opts)
     assert cap.census is not None

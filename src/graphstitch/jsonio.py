@@ -47,7 +47,7 @@ def to_json(obj: Any) -> Any:
     return obj
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _adapter(cls: Any) -> Any:
     from pydantic import TypeAdapter
     return TypeAdapter(cls)
@@ -57,7 +57,7 @@ def from_json(cls: type[T], data: Any) -> T:
     """Build CLS from JSON data, validating every field. Computed fields are ignored."""
     from pydantic import ValidationError
     try:
-        value: T = _adapter(cls).validate_python(data)
+        value: T = _adapter(typing.cast(Any, cls)).validate_python(data)
         return value
     except ValidationError as e:
         err = e.errors()[0]

@@ -12,19 +12,21 @@ from __future__ import annotations
 import contextlib
 import copy
 import io
+import linecache
 import logging
 import os
 import runpy
 import sys
 import traceback
-from typing import Any, Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import torch
 
 from . import dynamo
 from .analysis import build_census
-from .model import Census, Checks, ErrorInfo, ErrorKind, SideEffects, TraceStats
 from .jsonio import to_json
+from .model import Census, Checks, ErrorInfo, ErrorKind, SideEffects, TraceStats
 from .records import Decoder, Record
 from .targets import Call, Options, TargetError, load_factory, make_calls
 
@@ -72,7 +74,7 @@ class Capture:
         self.note(error=error)
 
     @contextlib.contextmanager
-    def _active(self) -> Iterator["Capture"]:
+    def _active(self) -> Iterator[Capture]:
         if self._reset:
             dynamo.reset()
         self.note(torch_version=dynamo.torch_version(), target=self._target)
@@ -85,7 +87,7 @@ class Capture:
             if self.census.error is None:
                 self.census.error = self.error
 
-    def __enter__(self) -> "Capture":
+    def __enter__(self) -> Capture:
         self._cm = self._active()
         return self._cm.__enter__()
 
@@ -347,6 +349,7 @@ def census(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Census:
 
 def census_target(spec: str, opts: Options, sink: Sink | None = None, *, project_root: str | None = None) -> Census:
     """Load and run a target in this process (``--in-process``). Raises TargetError."""
+    linecache.checkcache()  # source lines of a file edited since an earlier run in this process
     calls = make_calls(load_factory(spec), spec)
     with Capture(sink, target=spec, project_root=project_root) as cap:
         run_calls(cap, calls, opts)

@@ -94,13 +94,13 @@ class ErrorInfo:
     at: float | None = None          # wall-clock time it happened (orders failing ranks)
 
     @classmethod
-    def from_record(cls, d: dict[str, Any]) -> "ErrorInfo":
+    def from_record(cls, d: dict[str, Any]) -> ErrorInfo:
         """From a run record (a trace may carry anything: unknown kinds read as crash)."""
         try:
             kind = ErrorKind(d.get("kind"))
         except ValueError:
             kind = ErrorKind.CRASH
-        opt = lambda k, t: t(d[k]) if isinstance(d.get(k), (str, int, float)) else None  # noqa: E731
+        opt = lambda k, t: t(d[k]) if isinstance(d.get(k), (str, int, float)) else None
         return cls(kind, str(d.get("message") or ""), opt("type", str), opt("where", str), opt("code", int),
                    opt("at", float))
 
@@ -216,9 +216,9 @@ class Checks:
     side_effects: SideEffects | None = None
 
     @classmethod
-    def from_record(cls, d: dict[str, Any]) -> "Checks":
-        flag = lambda k: d[k] if isinstance(d.get(k), bool) else None  # noqa: E731
-        text = lambda k: str(d[k]) if d.get(k) is not None else None  # noqa: E731
+    def from_record(cls, d: dict[str, Any]) -> Checks:
+        flag = lambda k: d[k] if isinstance(d.get(k), bool) else None
+        text = lambda k: str(d[k]) if d.get(k) is not None else None
         se = d.get("side_effects")
         effects = SideEffects(int(se.get("call", 0)), [str(x) for x in se.get("eager", [])],
                               [str(x) for x in se.get("compiled", [])]) if isinstance(se, dict) else None
@@ -297,7 +297,7 @@ class Census:
         return out
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Census":
+    def from_dict(cls, d: dict[str, Any]) -> Census:
         """Validated: a wrong type raises jsonio.JSONError (one line)."""
         from .jsonio import from_json
         return from_json(cls, d)

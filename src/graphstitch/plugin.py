@@ -12,6 +12,9 @@ the marker or the fixture, so other tests pay for one marker lookup.
 
 from __future__ import annotations
 
+from collections.abc import Generator
+from typing import Any
+
 import pytest
 
 DEFAULT_LIMITS = {"max_breaks": 0, "max_recompiles": 0, "max_graphs": None}
@@ -41,7 +44,7 @@ def _limits(item: pytest.Item) -> dict | None:
 
 class Result:
     """What the ``graphstitch`` fixture gives the test: ``.census`` once the test body ended."""
-    census = None
+    census: Any = None
 
 
 @pytest.fixture
@@ -53,7 +56,7 @@ def graphstitch(request: pytest.FixtureRequest) -> Result:
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_call(item: pytest.Item):
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
     limits = _limits(item)
     if limits is None:
         return (yield)
@@ -77,6 +80,7 @@ def pytest_runtest_call(item: pytest.Item):
         dynamo.reset()       # and nothing compiled here leaks into the next test
     if _RESULT in item.stash:
         item.stash[_RESULT].census = cap.census
+    assert cap.census is not None
     msg = violations(cap.census, limits)
     if msg:
         pytest.fail(msg, pytrace=False)

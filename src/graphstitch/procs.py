@@ -14,7 +14,8 @@ import signal
 import subprocess
 import sys
 import time
-from typing import IO, Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import IO, Any
 
 import psutil
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 # Keys trace_structured adds around the kind key (torch/_logging/_internal.py).
 CONTEXT_KEYS = frozenset(
@@ -26,7 +27,7 @@ CONTEXT_KEYS = frozenset(
 
 @dataclass(slots=True)
 class Record:
-    meta: dict
+    meta: dict[str, Any]
     payload: str | None = None
 
     @property
@@ -111,7 +112,7 @@ class BackendGraph:
 @dataclass(slots=True)
 class RunInfo:
     """graphstitch's own record: what was run, how, and how it ended."""
-    data: dict
+    data: dict[str, Any]
 
 
 DecodedEvent = (FrameStart | BreakReport | RecompileReasons | FrameMetrics | OutputGraph
@@ -120,24 +121,29 @@ DecodedEvent = (FrameStart | BreakReport | RecompileReasons | FrameMetrics | Out
 
 # ----------------------------------------------------------------------------- parsers
 
+# One parser per record kind, as tlparse has one struct per kind: a function from (decoder
+# state, the record's metadata, its payload when the parser asked for it) to typed events.
+ParseFn = Callable[["Decoder", dict[str, Any], "str | None"], Iterable[DecodedEvent]]
+
+
 @dataclass(slots=True)
 class _Parser:
-    fn: Callable[["Decoder", dict, str | None], Iterable[DecodedEvent]]
+    fn: ParseFn
     wants_payload: bool
 
 
 PARSERS: dict[str, _Parser] = {}
 
 
-def parser(kind: str, *, payload: bool):
+def parser(kind: str, *, payload: bool) -> Callable[[ParseFn], ParseFn]:
     """Register the parser for one record kind (``artifact:NAME`` for artifacts)."""
-    def register(fn):
+    def register(fn: ParseFn) -> ParseFn:
         PARSERS[kind] = _Parser(fn, payload)
         return fn
     return register
 
 
-def dispatch_key(meta: dict) -> str | None:
+def dispatch_key(meta: dict[str, Any]) -> str | None:
     kind = next((k for k in meta if k not in CONTEXT_KEYS), None)
     if kind == "artifact":
         body = meta.get("artifact")
@@ -163,11 +169,11 @@ class CompileId:
     prefix: str = ""
 
     @classmethod
-    def parse(cls, cid: str) -> "CompileId":
+    def parse(cls, cid: str) -> CompileId:
         m = _CID_RE.match(cid.strip())
         if m is None:
             return cls(None, None)
-        num = lambda k: int(m.group(k)) if m.group(k) and m.group(k) != "?" else None  # noqa: E731
+        num = lambda k: int(m.group(k)) if m.group(k) and m.group(k) != "?" else None
         return cls(num("frame"), num("recompile"), num("autograd"), m.group("prefix") or "")
 
     @property
@@ -207,7 +213,7 @@ def compile_id_of(meta: dict[str, Any]) -> str:
     return cid
 
 
-def _int(v) -> int | None:
+def _int(v: Any) -> int | None:
     try:
         return int(v)
     except (TypeError, ValueError):
@@ -215,7 +221,7 @@ def _int(v) -> int | None:
 
 
 @parser("str", payload=False)
-def _parse_str(dec: "Decoder", meta: dict, payload):
+def _parse_str(dec: Decoder, meta: dict[str, Any], payload: str | None) -> Iterable[DecodedEvent]:
     entry = meta.get("str")
     if isinstance(entry, list) and len(entry) == 2:
         dec.intern[entry[1]] = entry[0]
@@ -223,7 +229,7 @@ def _parse_str(dec: "Decoder", meta: dict, payload):
 
 
 @parser("dynamo_start", payload=False)
-def _parse_dynamo_start(dec: "Decoder", meta: dict, payload):
+def _parse_dynamo_start(dec: Decoder, meta: dict[str, Any], payload: str | None) -> Iterable[DecodedEvent]:
     body = meta.get("dynamo_start") or {}
     stack = [dec.frame(s) for s in body.get("stack") or [] if isinstance(s, dict)]
     return (FrameStart(compile_id_of(meta), stack),)
@@ -234,7 +240,7 @@ _GB_URL_RE = re.compile(r"compile-graph-break-site/gb/gb(\d{4})\.html", re.I)
 _TB_FRAME_RE = re.compile(r'^\s*File "(.+)", line (\d+), in (.+?)\s*$')
 
 
-def parse_break_text(text: str) -> dict:
+def parse_break_text(text: str) -> dict[str, Any]:
     """Split one formatted graph-break message into its parts (torch 2.13 layout)."""
     lines = text.splitlines()
     at = _AT_RE.search(text)
@@ -294,14 +300,14 @@ def parse_break_text(text: str) -> dict:
 
 
 @parser("artifact:dynamo_graph_break_reason", payload=True)
-def _parse_break(dec: "Decoder", meta: dict, payload):
+def _parse_break(dec: Decoder, meta: dict[str, Any], payload: str | None) -> Iterable[DecodedEvent]:
     if not payload:
         return ()
     return (BreakReport(compile_id_of(meta), **parse_break_text(payload)),)
 
 
 @parser("artifact:recompile_reasons", payload=True)
-def _parse_recompile(dec: "Decoder", meta: dict, payload):
+def _parse_recompile(dec: Decoder, meta: dict[str, Any], payload: str | None) -> Iterable[DecodedEvent]:
     if payload is None:
         return ()
     # One reason arrives as a JSON string, several as a JSON list; tolerate raw text too.
@@ -314,7 +320,7 @@ def _parse_recompile(dec: "Decoder", meta: dict, payload):
 
 
 @parser("compilation_metrics", payload=False)
-def _parse_metrics(dec: "Decoder", meta: dict, payload):
+def _parse_metrics(dec: Decoder, meta: dict[str, Any], payload: str | None) -> Iterable[DecodedEvent]:
     m = meta.get("compilation_metrics") or {}
     cid = m.get("compile_id") or compile_id_of(meta)
     return (FrameMetrics(
@@ -337,36 +343,36 @@ def _parse_metrics(dec: "Decoder", meta: dict, payload):
 # torch.ops._c10d_functional.all_reduce + wait_tensor on torch 2.13).
 COLLECTIVE_NAMESPACES = ("_c10d_functional", "_c10d_functional_autograd", "c10d", "_dtensor")
 # One node per code line; "# File: ..., code: ..." comment lines quote the source and are skipped.
-_COLLECTIVE_CALL_RE = re.compile(r"^[^#\n]*?torch\.ops\.((?:%s)\.\w+)(?:\.\w+)?\("
-                                 % "|".join(COLLECTIVE_NAMESPACES), re.M)
+_COLLECTIVE_CALL_RE = re.compile(r"^[^#\n]*?torch\.ops\.((?:" + "|".join(COLLECTIVE_NAMESPACES)
+                                 + r")\.\w+)(?:\.\w+)?\(", re.M)
 
 
 @parser("dynamo_output_graph", payload=True)
-def _parse_output_graph(dec: "Decoder", meta: dict, payload):
+def _parse_output_graph(dec: Decoder, meta: dict[str, Any], payload: str | None) -> Iterable[DecodedEvent]:
     # The payload is the graph's code: the collectives' order is readable from any trace.
     return (OutputGraph(compile_id_of(meta), _COLLECTIVE_CALL_RE.findall(payload or "")),)
 
 
 @parser("dynamo_cpp_guards_str", payload=True)
-def _parse_guards(dec: "Decoder", meta: dict, payload):
+def _parse_guards(dec: Decoder, meta: dict[str, Any], payload: str | None) -> Iterable[DecodedEvent]:
     return (Guards(compile_id_of(meta), payload or ""),)
 
 
 @parser("artifact:torch_version", payload=True)
-def _parse_torch_version(dec: "Decoder", meta: dict, payload):
+def _parse_torch_version(dec: Decoder, meta: dict[str, Any], payload: str | None) -> Iterable[DecodedEvent]:
     # Written once per TORCH_TRACE file; lets a trace census say which torch produced it.
     value = json.loads(payload or "{}")
     return (RunInfo({"torch_version": str(value["pytorch_version"])}),) if isinstance(value, dict) and value.get("pytorch_version") else ()
 
 
 @parser("graphstitch_graph", payload=False)
-def _parse_backend_graph(dec: "Decoder", meta: dict, payload):
+def _parse_backend_graph(dec: Decoder, meta: dict[str, Any], payload: str | None) -> Iterable[DecodedEvent]:
     g = meta["graphstitch_graph"]
     return (BackendGraph(str(g["compile_id"]), int(g["op_count"]), list(g.get("ops") or [])),)
 
 
 @parser("graphstitch_run", payload=False)
-def _parse_run(dec: "Decoder", meta: dict, payload):
+def _parse_run(dec: Decoder, meta: dict[str, Any], payload: str | None) -> Iterable[DecodedEvent]:
     return (RunInfo(dict(meta["graphstitch_run"])),)
 
 
@@ -378,15 +384,15 @@ class Decoder:
     intern: dict[int, str] = field(default_factory=dict)
     records: int = 0
     malformed: int = 0
-    ranks: set = field(default_factory=set)
+    ranks: set[int] = field(default_factory=set)
 
-    def frame(self, s: dict) -> StackFrame:
+    def frame(self, s: dict[str, Any]) -> StackFrame:
         f = s.get("filename")
         if isinstance(f, int):
             f = self.intern.get(f, f"<interned {f}>")
         return StackFrame(str(f), _int(s.get("line")) or 0, str(s.get("name", "?")), str(s.get("loc") or ""))
 
-    def wants_payload(self, meta: dict) -> bool:
+    def wants_payload(self, meta: dict[str, Any]) -> bool:
         p = PARSERS.get(dispatch_key(meta) or "")
         return bool(p and p.wants_payload)
 
@@ -406,7 +412,7 @@ class Decoder:
 
 # ----------------------------------------------------------------------------- trace text
 
-def format_record(meta: dict, payload: str | None) -> str:
+def format_record(meta: dict[str, Any], payload: str | None) -> str:
     """One record in TORCH_TRACE's line format (glog-style prefix, JSON, tab-indented payload)."""
     line = "V0000 00:00:00.000000 0 graphstitch:0] " + json.dumps(meta, default=str)
     if payload is not None:
@@ -442,7 +448,7 @@ def iter_trace_records(lines: Iterable[str], dec: Decoder) -> Iterator[Record]:
 
     Malformed header lines (of wanted kinds) are counted on ``dec.malformed`` and skipped.
     """
-    meta: dict | None = None
+    meta: dict[str, Any] | None = None
     want = False
     chunks: list[str] = []
     for raw in lines:

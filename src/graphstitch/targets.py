@@ -12,9 +12,10 @@ import importlib
 import importlib.util
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .jsonio import to_json
 from .paths import identity_path, project_root
@@ -102,12 +103,12 @@ def load_factory(spec: str) -> Callable[[], Any]:
         sys.modules[modname] = module
         try:
             loader_spec.loader.exec_module(module)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             raise TargetError(f"importing {where} failed: {type(e).__name__}: {e}") from e
     else:
         try:
             module = importlib.import_module(where)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             raise TargetError(f"importing {where} failed: {type(e).__name__}: {e}") from e
     factory = getattr(module, name, None)
     if factory is None:
@@ -134,7 +135,7 @@ def _one_call(item: Any, where: str) -> Call:
 def make_calls(factory: Callable[[], Any], spec: str) -> list[Call]:
     try:
         made = factory()
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         raise TargetError(f"{spec}: the factory raised {type(e).__name__}: {e}") from e
     if isinstance(made, list):
         if not made:

@@ -14,12 +14,12 @@ from __future__ import annotations
 import functools
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
+from . import paths
 from .analysis import build_census
 from .model import Census, TraceStats
-from . import paths
 from .records import Decoder, iter_trace_records
 
 LOG_PREFIX = "dedicated_log_torch_trace_"  # torch/_logging/_internal.py
@@ -50,9 +50,9 @@ def trace_files(path: str | os.PathLike[str]) -> list[Path]:
 def file_rank(path: Path) -> int | None:
     """The rank a log belongs to: from its name (``…rank_N_…``) or, when the process group
     was set up after the log was opened, from the first record that carries ``rank``."""
-    m = _RANK_NAME_RE.search(path.name)
-    if m:
-        return int(m.group(1))
+    named = _RANK_NAME_RE.search(path.name)
+    if named:
+        return int(named.group(1))
     try:
         with open(path, "rb") as f:
             head = f.read(1 << 20)
@@ -65,7 +65,7 @@ def file_rank(path: Path) -> int | None:
 def _events(path: Path, dec: Decoder, prefix: str, stats: TraceStats) -> Iterator[object]:
     # Interning is per process, and one file is one process: each file gets its own Decoder.
     try:
-        f = open(path, encoding="utf-8", errors="replace", newline="\n")
+        f = open(path, encoding="utf-8", errors="replace", newline="\n")  # noqa: SIM115 - closed below
     except OSError as e:
         stats.unreadable.append(f"{path}: {e.strerror}")
         return

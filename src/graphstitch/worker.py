@@ -29,13 +29,14 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Callable, Iterator, Sequence
+from typing import IO, Any
 
 from . import procs
-from .model import Census, ErrorInfo, ErrorKind
 from .jsonio import from_trusted, to_json
+from .model import Census, ErrorInfo, ErrorKind
 from .records import Record, format_record
 from .targets import Options
 
@@ -239,7 +240,8 @@ def note(sink: Sink, **data: Any) -> None:
 
 def _handler(name: str) -> Callable[[Job, Context], tuple[int, Any]]:
     mod, _, fn = name.partition(":")
-    return getattr(importlib.import_module(mod), fn)  # type: ignore[no-any-return]
+    handler: Callable[[Job, Context], tuple[int, Any]] = getattr(importlib.import_module(mod), fn)
+    return handler
 
 
 def main(argv: list[str]) -> int:
@@ -322,13 +324,6 @@ def script_job(job: Job, ctx: Context) -> tuple[int, Any]:
 
 
 @contextlib.contextmanager
-def job_dir(prefix: str = "graphstitch-job-") -> Iterator[str]:
-    d = tempfile.mkdtemp(prefix=prefix)
-    try:
-        yield d
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
-
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

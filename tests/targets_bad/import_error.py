@@ -1,5 +1,5 @@
-import torch
 import graphstitch_no_such_module  # noqa: F401
+import torch
 
 
 def target():

@@ -9,8 +9,8 @@ import os
 import re
 from dataclasses import dataclass
 
-from ..model import Site, StackEntry
 from ..jsonio import to_json
+from ..model import Site, StackEntry
 from ..paths import in_project, is_torch_file_path
 from ..targets import Patches, Wrap
 

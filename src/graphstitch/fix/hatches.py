@@ -9,7 +9,8 @@ from __future__ import annotations
 import os
 import re
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..paths import is_torch_file_path
 from ..targets import Call, Options, Wrap
@@ -26,7 +27,7 @@ def _find_function(file: str, function: str, line: int) -> tuple[Any, str, str, 
     code holds ``file:line``: a module global or a method of a module-level class."""
     real = os.path.realpath(file)
     mod = next((m for m in list(sys.modules.values())
-                if getattr(m, "__file__", None) and os.path.realpath(m.__file__) == real), None)
+                if getattr(m, "__file__", None) and os.path.realpath(str(m.__file__)) == real), None)
     if mod is None:
         raise LookupError(f"no loaded module for {file}")
 

@@ -7,11 +7,16 @@ with the unwrapped code in one), each timing its own passes so the pipe is not c
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 from .. import worker
 from ..perf.timing import alternate
 from ..targets import Options
 from .trials import FixReport, Measure
+
+
+def _one_pass(session: worker.Session) -> float:
+    return float(session.ask("pass"))
 
 
 def measure_fixes(report: FixReport, spec: str, opts: Options, *, repeats: int = 20, warmup: int = 3,
@@ -32,7 +37,7 @@ def measure_fixes(report: FixReport, spec: str, opts: Options, *, repeats: int =
                 answer = s.ask("ready")
                 if answer != "ok":
                     raise RuntimeError(answer.removeprefix("error ").strip())
-            (b, a), stable, _ = alternate([lambda s=s: float(s.ask("pass")) for s in sides], repeats=repeats,
+            (b, a), stable, _ = alternate([functools.partial(_one_pass, s) for s in sides], repeats=repeats,
                                           warmup=warmup, max_seconds=max_seconds, self_timed=True)
             f.measure = Measure(opts.backend, b, a, b.median_s / a.median_s if a.median_s > 0 else None, stable)
         except RuntimeError as e:

@@ -13,6 +13,7 @@ import tempfile
 
 from .. import worker
 from ..files import WriteRefused, atomic_write, check_writable, file_hash
+from ..model import Site, SkippedFrame
 from ..paths import in_project, short_path
 from ..targets import Options, target_file, target_root
 from .candidates import Candidate
@@ -31,8 +32,8 @@ def _after_imports(tree: ast.Module) -> int:
     """0-based line index after the module docstring and the leading imports."""
     idx = 0
     for node in tree.body:
-        is_doc = isinstance(node, ast.Expr) and isinstance(getattr(node, "value", None), ast.Constant) \
-            and isinstance(node.value.value, str)
+        value = getattr(node, "value", None)
+        is_doc = isinstance(node, ast.Expr) and isinstance(value, ast.Constant) and isinstance(value.value, str)
         if isinstance(node, (ast.Import, ast.ImportFrom)) or (is_doc and idx == 0):
             idx = node.end_lineno or node.lineno
         else:
@@ -130,7 +131,8 @@ def reverify(fix: Fix, report: FixReport, spec: str, opts: Options, path: str, n
                            pythonpath=[os.path.dirname(t_copy), os.path.dirname(tfile)]).census
     # Identities already match (same project layout); lines are shown as in the user's file.
     lines = _line_map(old_text(path), new)
-    for item in [*trial.sites, *trial.skipped_frames]:
+    items: list[Site | SkippedFrame] = [*trial.sites, *trial.skipped_frames]
+    for item in items:
         if os.path.realpath(item.file) == os.path.realpath(p_copy):
             item.file, item.line = path, lines.get(item.line, item.line)
         elif os.path.realpath(item.file) == os.path.realpath(t_copy):

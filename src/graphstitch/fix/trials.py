@@ -12,15 +12,15 @@ import dataclasses
 import os
 import queue
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Callable
 
-from .. import worker
+from .. import procs, worker
 from ..advice import advise
-from ..model import Census, ErrorInfo, Site, SiteId
 from ..changes import diff, site_label
 from ..files import file_hash
+from ..model import Census, ErrorInfo, Site, SiteId
 from ..perf.timing import LatencyStats
 from ..targets import Options, Patches, target_file, target_root
 from .candidates import INVASIVENESS, Candidate, candidates
@@ -34,7 +34,7 @@ class Counts:
     skipped_frames: int
 
     @classmethod
-    def of(cls, c: Census) -> "Counts":
+    def of(cls, c: Census) -> Counts:
         return cls(c.graph_count, len(c.sites), c.break_events, len(c.skipped_frames))
 
 
@@ -82,7 +82,7 @@ class FixReport(Census):
         return "graphstitch.fix/2"
 
     @classmethod
-    def of(cls, c: Census) -> "FixReport":
+    def of(cls, c: Census) -> FixReport:
         return cls(**{f.name: getattr(c, f.name) for f in dataclasses.fields(Census)})
 
     def fixes_for(self, sid: SiteId) -> list[Fix]:
@@ -151,12 +151,12 @@ def run_fix(spec: str, opts: Options, *, jobs: int | None = None, timeout: float
     finally:
         while not warm.empty():  # idle workers hold no job: stop them, don't wait for imports
             child = warm.get()
-            assert isinstance(child, worker.procs.Child)
+            assert isinstance(child, procs.Child)
             child.kill_tree()
 
 
 def _run_fix(spec: str, opts: Options, jobs: int, timeout: float | None, only: Callable[[Site], bool] | None,
-             kinds: set[str] | None, warm: "queue.SimpleQueue[object]", root: str) -> FixReport:
+             kinds: set[str] | None, warm: queue.SimpleQueue[object], root: str) -> FixReport:
     tfile = target_file(spec)
     hashes = {tfile: file_hash(tfile)} if tfile and os.path.isfile(tfile) else {}
     base = FixReport.of(worker.run(census_job(spec, opts, root), timeout=timeout).census)
@@ -180,7 +180,7 @@ def _run_fix(spec: str, opts: Options, jobs: int, timeout: float | None, only: C
             child = warm.get() if not warm.empty() else worker.prestart()
             if left[0] >= jobs:
                 warm.put(worker.prestart())  # ready for a later trial
-        assert isinstance(child, worker.procs.Child)
+        assert isinstance(child, procs.Child)
         job = census_job(spec, dataclasses.replace(opts, patches=c.patches), root)
         return worker.run(job, timeout=timeout, warm=child).census
 

@@ -12,12 +12,13 @@ from __future__ import annotations
 import os
 import subprocess
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from .. import worker
-from ..model import ErrorInfo, ErrorKind
 from ..jsonio import from_trusted
+from ..model import ErrorInfo, ErrorKind
 from ..targets import Options, TargetError, target_root
 from .measure import Block, CensusSummary, Measurement
 from .timing import LatencyStats, compare_alternating

@@ -10,6 +10,7 @@ model in one process), so every latency ratio of a ``--regional`` run comes from
 from __future__ import annotations
 
 import copy
+import functools
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -42,7 +43,7 @@ class CensusSummary:
     sites: list[SiteSummary] = field(default_factory=list)
 
     @classmethod
-    def of(cls, c: Census) -> "CensusSummary":
+    def of(cls, c: Census) -> CensusSummary:
         return cls(c.graph_count, c.break_site_count, c.break_events, c.recompile_count, c.outputs_match_eager,
                    c.error, [SiteSummary(s.gb_id, s.gb_type, s.file, s.line, s.events, s.frame_skipped)
                              for s in c.sites])
@@ -257,7 +258,7 @@ def measure(spec: str, p: dict[str, Any]) -> Measurement:
                 out.whole_output_mismatch = mismatch(got)
                 out.whole_outputs_match_eager = out.whole_output_mismatch is None
                 sides.insert(1, whole)
-            st, out.latency_stable, _ = alternate([lambda f=f: run_all(f) for f in sides], repeats=p["repeats"],
+            st, out.latency_stable, _ = alternate([functools.partial(run_all, f) for f in sides], repeats=p["repeats"],
                                                   warmup=p["warmup"], max_seconds=p["max_seconds"], device=device)
             out.eager_latency, out.latency = st[0], st[-1]
             out.speedup_vs_eager = st[0].median_s / st[-1].median_s

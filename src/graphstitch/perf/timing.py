@@ -13,8 +13,9 @@ from __future__ import annotations
 import contextlib
 import statistics
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 
 @dataclass

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Hashable, Iterable
+from typing import Any
 
-from ..model import Census, SiteId
 from ..changes import CensusDiff, collective_sequence, diff
+from ..model import Census, SiteId
 from ..records import compile_order
 
 _COLLECTIVE_TEXT = re.compile(
@@ -155,7 +156,7 @@ def _per_rank(ref: int, censuses: dict[int, Census], diffs: dict[int, CensusDiff
 
 def _site_divergences(ref: int, censuses: dict[int, Census], diffs: dict[int, CensusDiff]) -> list[Divergence]:
     out = []
-    events_of: dict[int, dict[SiteId, int]] = {
+    events_of: dict[int, dict[Hashable, int]] = {
         r: {ch.site.id: ch.after for ch in d.site_events} for r, d in diffs.items()}
     present = _per_rank(ref, censuses, diffs, {s.id: s for s in censuses[ref].sites}, "new_sites", "gone_sites",
                         lambda s: s.id)
@@ -177,7 +178,8 @@ def _site_divergences(ref: int, censuses: dict[int, Census], diffs: dict[int, Ce
             sides = "; ".join(f"{fmt_ranks(g)}: {events[g[0]]}" for g in groups)
             msg = (f"break {s.gb_id} at {s.file}:{s.line} `{s.code.strip()}` is reported a different "
                    f"number of times per rank ({sides}): the ranks compiled that code differently often")
-            cid = censuses[odd[0]].site(sid).compile_ids[-1]  # type: ignore[union-attr]
+            odd_site = censuses[odd[0]].site(s.id)
+            cid = odd_site.compile_ids[-1] if odd_site else s.compile_ids[-1]
             out.append(Divergence("break_events", odd, groups[0], cid, s.file, s.line, msg,
                                   _graph_collectives(censuses, cid), s.function, s.gb_id, s.code,
                                   events={r: events[r] for r in sorted(events)}))
@@ -204,7 +206,8 @@ def _recompile_divergences(ref: int, censuses: dict[int, Census], diffs: dict[in
     out = []
     present = _per_rank(ref, censuses, diffs, {r.reason: r for r in censuses[ref].recompiles},
                         "new_causes", "gone_causes", lambda r: r.reason)
-    changed = {r: {cc.cause.reason: cc.after for cc in d.cause_counts} for r, d in diffs.items()}
+    changed: dict[int, dict[Hashable, int]] = {r: {cc.cause.reason: cc.after for cc in d.cause_counts}
+                                               for r, d in diffs.items()}
     for reason, by in present.items():
         counts = {r: changed.get(r, {}).get(reason, x.count) if x else 0 for r, x in by.items()}
         groups = _groups(counts)

@@ -15,8 +15,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from .. import procs, worker
 from ..model import Census, ErrorInfo, ErrorKind
@@ -67,19 +68,16 @@ def run_ranks(spec: str | None, nproc: int, options: Options | None = None, *, s
            "-m", "graphstitch.worker", outdir]
     log_path = os.path.join(outdir, LAUNCHER_LOG)
     started = time.monotonic()
-    t_start = [started]
 
     def ready() -> bool:
-        if all(os.path.exists(f.ready) for f in rank_files) or time.monotonic() - started > RENDEZVOUS_LIMIT:
-            return True
-        return False
+        return all(os.path.exists(f.ready) for f in rank_files) or time.monotonic() - started > RENDEZVOUS_LIMIT
     with open(log_path, "w", encoding="utf-8") as log:
         child = procs.start(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
         rc, died = child.wait(timeout, ready=ready, ok_codes=None, what="ranks")
     timed_out = died is not None and died.kind is ErrorKind.TIMEOUT
-    wall = time.monotonic() - t_start[0]
-    with open(log_path, encoding="utf-8", errors="replace") as f:
-        log_tail = f.read()[-4000:]
+    wall = time.monotonic() - started
+    with open(log_path, encoding="utf-8", errors="replace") as lf:
+        log_tail = lf.read()[-4000:]
     outcomes = {r: worker.read_outcome(f, rc, None, target=spec or script, project_root=project_root)
                 for r, f in enumerate(rank_files)}
     censuses = {r: o.census for r, o in outcomes.items()}

@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import jinja2
 from markupsafe import Markup
 
-from ..model import Census, Site
 from ..files import atomic_write
 from ..jsonio import to_json
+from ..model import Census, Site
 from ..paths import short_path
 from ..traces import source_context
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import os
 
-from ..model import Census
 from ..files import atomic_write
+from ..model import Census
 from ..paths import short_path
 from .sarif import gb_url
+
 
 def _cell(text: object) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ..model import Census
 from ..files import atomic_write
+from ..model import Census
 
 SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 RECOMPILE_RULE = "GS-RECOMPILE"   # recompile causes have no GB id

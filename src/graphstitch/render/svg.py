@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+
 from ..perf import PerfResult
 from ..perf.timing import LatencyStats
 

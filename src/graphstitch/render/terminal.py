@@ -10,10 +10,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ..model import Census
 from ..fix import FixReport
 from ..gate import Verdict
 from ..guards import GuardReport
+from ..model import Census
 from ..paths import short_path
 from ..perf import PerfResult, failed
 from ..perf.timing import LatencyStats
