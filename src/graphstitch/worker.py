@@ -21,7 +21,6 @@ as ``__main__``. Both are here because every command needs them.
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import json
 import os
@@ -322,8 +321,6 @@ def script_job(job: Job, ctx: Context) -> tuple[int, Any]:
         code = run_script(cap, job.script, job.argv)
     return code, None
 
-
-@contextlib.contextmanager
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
