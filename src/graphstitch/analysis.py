@@ -25,6 +25,7 @@ from .model import (
     Census,
     Checks,
     ErrorInfo,
+    ErrorKind,
     FrameCompile,
     FrameId,
     Graph,
@@ -39,6 +40,7 @@ from .records import (
     COLLECTIVE_NAMESPACES,
     BackendGraph,
     BreakReport,
+    FrameError,
     FrameMetrics,
     FrameStart,
     Guards,
@@ -164,6 +166,7 @@ class _Collected:
     output: dict[str, OutputGraph] = field(default_factory=dict)
     reports: list[BreakReport] = field(default_factory=list)
     recompiles: list[RecompileReasons] = field(default_factory=list)
+    errors: dict[str, FrameError] = field(default_factory=dict)
 
     def located(self, cid: str) -> StackFrame | None:
         m = self.metrics.get(cid)
@@ -207,6 +210,8 @@ def _collect(events: Iterable[object], c: Census) -> _Collected:
             c.guards[ev.compile_id] = ev.text
         elif isinstance(ev, RunInfo):
             _apply_run_info(c, ev.data)
+        elif isinstance(ev, FrameError):
+            col.errors.setdefault(ev.compile_id, ev)
     return col
 
 
@@ -218,6 +223,10 @@ def _apply_run_info(c: Census, d: dict[str, Any]) -> None:
     c.config.update(d.get("config") or {})
     if "calls" in d:
         c.calls = d["calls"]
+    if isinstance(d.get("completed"), bool):
+        c.completed = d["completed"]
+    if isinstance(d.get("dynamo_counts"), dict):
+        c.config["dynamo_counts"] = d["dynamo_counts"]
     if "outputs_match_eager" in d:
         c.outputs_match_eager = d["outputs_match_eager"]
     if d.get("output_mismatch"):
@@ -328,7 +337,12 @@ def _frames(col: _Collected, root: str | None) -> tuple[list[FrameCompile], list
         if m and m.fail_type:
             reason = (m.fail_reason or "").strip().splitlines()
             fn = original_name(fr.function)
-            skipped.append(SkippedFrame(FrameId(paths.identity_path(fr.file, root), fn), cid, fr.file, fr.line,
+            # The failing line, not the def line: the innermost "from user code" frame in this
+            # frame's file, else the metrics' failing frame when it is in this file.
+            err = col.errors.get(cid)
+            in_file = [n for f, n in (err.user_frames if err else []) if f == fr.file]
+            line = in_file[-1] if in_file else m.fail_line if m.fail_line and m.fail_file == fr.file else fr.line
+            skipped.append(SkippedFrame(FrameId(paths.identity_path(fr.file, root), fn), cid, fr.file, line,
                                         fn, m.fail_type, reason[0] if reason else ""))
     seen: Counter[FrameId] = Counter()
     for sf in sorted(skipped, key=lambda s: s.line):
@@ -350,4 +364,25 @@ def build_census(events: Iterable[object], *, target: str | None = None,
     c.sites = _sites(col, project_root)
     c.recompiles = _recompile_causes(col)
     c.frames, c.skipped_frames = _frames(col, project_root)
+    _verify_capture(c, col)
     return c
+
+
+def _verify_capture(c: Census, col: _Collected) -> None:
+    """Check the records against what else is known, so a torch that moved its trace logger or
+    changed its message layout cannot make a run look clean."""
+    torch_v = f"torch {c.torch_version or '?'}"
+    counts = c.config.get("dynamo_counts") or {}
+    dynamo_records = bool(col.starts or col.metrics or col.output)
+    if col.backend and not dynamo_records:
+        c.error = c.error or ErrorInfo(
+            ErrorKind.CAPTURE, f"{len(col.backend)} graph(s) were compiled but {torch_v} sent no Dynamo trace "
+            "records to graphstitch: break sites and recompiles cannot be counted with this torch")
+    elif counts.get("graph_breaks", 0) > 0 and not col.reports:
+        c.error = c.error or ErrorInfo(
+            ErrorKind.CAPTURE, f"Dynamo counted {counts['graph_breaks']} graph break(s) but {torch_v} sent no "
+            "break report graphstitch could read: the break-report layout may have changed")
+    unknown = [s for s in c.sites if s.gb_id == UNKNOWN_GB]
+    if unknown:
+        c.warnings.append(f"{len(unknown)} break site(s) have no GB id: {torch_v} wrote a break report whose "
+                          "layout graphstitch does not know; their type and advice may be wrong")

@@ -115,8 +115,16 @@ class RunInfo:
     data: dict[str, Any]
 
 
+@dataclass(slots=True)
+class FrameError:
+    """A compile that failed (``dynamo_error``): the "from user code" frames of its traceback,
+    outermost first, which name the failing line (metrics name the innermost frame, often torch's)."""
+    compile_id: str
+    user_frames: list[tuple[str, int]]
+
+
 DecodedEvent = (FrameStart | BreakReport | RecompileReasons | FrameMetrics | OutputGraph
-                | Guards | BackendGraph | RunInfo)
+                | Guards | BackendGraph | RunInfo | FrameError)
 
 
 # ----------------------------------------------------------------------------- parsers
@@ -363,6 +371,17 @@ def _parse_torch_version(dec: Decoder, meta: dict[str, Any], payload: str | None
     # Written once per TORCH_TRACE file; lets a trace census say which torch produced it.
     value = json.loads(payload or "{}")
     return (RunInfo({"torch_version": str(value["pytorch_version"])}),) if isinstance(value, dict) and value.get("pytorch_version") else ()
+
+
+_USER_FRAME_RE = re.compile(r'^\s*File "([^"]+)", line (\d+)', re.M)
+
+
+@parser("artifact:dynamo_error", payload=True)
+def _parse_dynamo_error(dec: Decoder, meta: dict[str, Any], payload: str | None) -> Iterable[DecodedEvent]:
+    _, sep, user = (payload or "").partition("from user code:")
+    if not sep:
+        return ()
+    return (FrameError(compile_id_of(meta), [(f, int(n)) for f, n in _USER_FRAME_RE.findall(user)]),)
 
 
 @parser("graphstitch_graph", payload=False)

@@ -63,8 +63,9 @@ def census(c: Census, console: Console | None = None) -> None:
                 console.print(f"   [green]Hint:[/] {escape(s.hints[0][:400])}")
             for a in s.advice[:1]:
                 console.print(f"   [magenta]Advice:[/] {escape(a.summary[:400])}")
-    else:
-        console.print("[green]No graph breaks.[/]")
+    console.print(("[green]" if c.clean else "[bold yellow]" if not c.sites else "[bold]") + escape(c.summary) + "[/]")
+    for w in c.warnings:
+        console.print(f"[bold yellow]warning:[/] {escape(w)}")
 
     if c.recompiles:
         t = Table(title="Recompile causes", title_justify="left", expand=True)
@@ -85,8 +86,10 @@ def census(c: Census, console: Console | None = None) -> None:
                       escape(f"{f.fail_type}: {f.reason}"))
         console.print(t)
 
-    if c.error:
-        console.print(f"[bold red]error ({c.error.kind.value}):[/] {escape(c.error.message[:500])}")
+    if c.error:  # the summary has its first line; Dynamo's "from user code" frames say where
+        _, sep, user = c.error.message.partition("from user code:")
+        if sep:
+            console.print(f"[dim]from user code:\n{escape(user.strip()[:1200])}[/]", soft_wrap=True)
 
 
 def fixes(report: FixReport, console: Console | None = None) -> None:
