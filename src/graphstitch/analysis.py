@@ -50,6 +50,7 @@ from .records import (
     StackFrame,
     compile_order,
     frame_key,
+    recompile_index,
 )
 
 # ----------------------------------------------------------------------------- GB registry
@@ -339,9 +340,12 @@ def _inferred_sites(col: _Collected, root: str | None) -> list[Site]:
         m = _RESUME_AT_RE.match(name)
         assert m is not None
         fn, line = original_name(m.group(1)), int(m.group(2))
-        breaking = [x for x in col.metrics.values() if x.file == file and original_name(x.function) == fn
-                    and x.line < line and x.restart_reasons]
-        reason = max(breaking, key=lambda x: x.line).restart_reasons[0].strip() if breaking else ""
+        # The compile that ran up to LINE: the one of FN that starts closest above it.
+        before = [x for x in col.metrics.values() if x.file == file and original_name(x.function) == fn
+                  and x.line < line]
+        nearest = max((x.line for x in before), default=None)
+        reasons = [r for x in before if x.line == nearest for r in x.restart_reasons]
+        reason = reasons[0].strip() if reasons else ""
         first = reason.splitlines()[0] if reason else ""
         gb_id, entry = gb_info(None, first)
         sites.append(Site(
@@ -384,7 +388,21 @@ def _recompile_causes(col: _Collected) -> list[RecompileCause]:
         cause.compile_ids.append(rr.compile_id)
         if len(cause.examples) < 3:
             cause.examples.append(primary.strip())
+    if not col.recompiles:
+        # Older torch (2.3) wrote no recompile reasons: a compile F/R with R > 0 is still a recompile.
+        for cid in sorted(set(col.starts) | set(col.metrics), key=compile_order):
+            if recompile_index(cid) > 0:
+                fr = col.compiled_frame(cid)
+                fn = original_name(fr.function) if fr else "?"
+                cause = causes.setdefault(UNKNOWN_RECOMPILE, RecompileCause(UNKNOWN_RECOMPILE, 0))
+                cause.count += 1
+                if fn not in cause.frames:
+                    cause.frames.append(fn)
+                cause.compile_ids.append(cid)
     return sorted(causes.values(), key=lambda x: (-x.count, x.reason))
+
+
+UNKNOWN_RECOMPILE = "reason not in the log (older torch wrote no recompile reasons)"
 
 
 def _frames(col: _Collected, root: str | None) -> tuple[list[FrameCompile], list[SkippedFrame]]:

@@ -21,7 +21,7 @@ from typing import IO, Any
 
 from . import paths
 from .analysis import build_census
-from .model import Census, TraceStats
+from .model import Census, ErrorInfo, ErrorKind, TraceStats
 from .records import Decoder, iter_trace_records
 
 LOG_PREFIX = "dedicated_log_torch_trace_"  # torch/_logging/_internal.py
@@ -31,6 +31,10 @@ _RANK_KEY_RE = re.compile(rb'"rank": (\d+)')
 
 
 LOG_SUFFIXES = (".log", ".log.gz")  # a gzipped log is read as it is
+
+
+NO_DYNAMO_COMPILE = ("no Dynamo compile in this trace (no frame compile, graph or graph break: an export or "
+                     "AOTInductor-only log, or torch.compile never ran)")
 
 
 class TraceError(Exception):
@@ -123,7 +127,11 @@ def censuses_from_path(path: str | os.PathLike[str], *, project_root: str | None
     out: dict[int | None, Census] = {}
     for rank in sorted(by_rank, key=lambda r: -1 if r is None else r):
         files = by_rank[rank]
-        out[rank] = census_from_files(files, target=str(path), project_root=root)
+        out[rank] = c = census_from_files(files, target=str(path), project_root=root)
+        if c.trace_stats.records and not (c.frames or c.graphs or c.sites) and c.error is None:
+            # An export / AOTInductor-only log: records, but none from a Dynamo frame compile.
+            # Not a clean census: there is nothing here a census could be clean of.
+            c.error = ErrorInfo(ErrorKind.CAPTURE, NO_DYNAMO_COMPILE)
     return out
 
 
