@@ -205,3 +205,106 @@ def test_census_from_files_reads_gz_and_plain_alike(tmp_path):
     a = census_from_files([plain])
     b = census_from_files([CORPUS / "torch2.6_gs_runs.log.gz"])
     assert [s.id for s in a.sites] == [s.id for s in b.sites] and a.graph_count == b.graph_count
+
+
+# ----------------------------------------------------------------------------- fuzz: never crash, never invent
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_REAL = {n: _records(n) for n in ("torch2.6_gs_old.log.gz", "torch2.5_gs_old.log.gz", "torch2.3_gs_old.log.gz")}
+_KINDS = ["dynamo_start", "compilation_metrics", "dynamo_output_graph", "str", "graphstitch_run",
+          '{"artifact": {"name": "dynamo_graph_break_reason"', '{"artifact": {"name": "recompile_reasons"',
+          '{"artifact": {"name": "inductor_collective_schedule"']
+
+
+def _nested(kind, depth, close):
+    head = kind if kind.startswith("{") else '{"' + kind + '"'
+    body = "[" * depth + ("]" * depth if close else "")
+    return f"V1 0 1 f.py:1] {head}: {body}, \"frame_id\": 0, \"frame_compile_id\": 0, \"has_payload\": \"x\"}}\n"
+
+
+_MUTATION = st.one_of(
+    st.tuples(st.just("cut"), st.integers(0, 10**7)),                      # truncate the file there
+    st.tuples(st.just("nest"), st.sampled_from(_KINDS), st.integers(1, 3000), st.booleans()),
+    st.tuples(st.just("junk"), st.integers(0, 10**7), st.text(max_size=40)),
+    st.tuples(st.just("drop"), st.integers(0, 10**7)),                     # lose one line (a payload line, a header)
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(sorted(_REAL)), st.lists(_MUTATION, max_size=6))
+def test_fuzz_real_logs_mutated(name, mutations):
+    lines = list(_REAL[name])
+    for m in mutations:
+        if m[0] == "cut":
+            text = "".join(lines)
+            lines = text[:m[1] % (len(text) + 1)].splitlines(keepends=True)
+        elif m[0] == "nest":
+            lines.insert(len(lines) // 2, _nested(m[1], m[2], m[3]))
+        elif m[0] == "junk" and lines:
+            lines.insert(m[1] % len(lines), m[2] + "\n")
+        elif m[0] == "drop" and lines:
+            del lines[m[1] % len(lines)]
+    c, _ = _census(lines)
+    c.to_dict()
+    # Never invent: every site is at a place the real log names, and no GB id appears from nowhere.
+    clean, _ = _census(_REAL[name])
+    assert {(s.file, s.line) for s in c.sites} <= {(s.file, s.line) for s in clean.sites}
+    assert {s.gb_id for s in c.sites} <= {s.gb_id for s in clean.sites}
+
+
+# ----------------------------------------------------------------------------- ranks
+
+def test_rank_comes_from_the_file_name_anywhere(tmp_path):
+    from graphstitch.ranks import censuses_from_rank_files, compare_ranks
+    from graphstitch.traces import file_rank
+    assert [file_rank(Path(n)) for n in ("dedicated_log_torch_trace_rank_0_abc.log", "x_rank_1.log",
+                                         "records.rank_3.log", "rank_12.log.gz", "frank_2.log")] == [0, 1, 3, 12, None]
+    old, runs = _records("torch2.6_gs_old.log.gz"), _records("torch2.6_gs_runs.log.gz")
+    # No random suffix: still two ranks, not one process.
+    (tmp_path / "dedicated_log_torch_trace_rank_0.log").write_text("".join(old))
+    (tmp_path / "dedicated_log_torch_trace_rank_1.log").write_text("".join(runs))
+    cs = censuses_from_path(tmp_path)
+    assert list(cs) == [0, 1] and cs[0].graph_count == 10 and cs[1].graph_count == 8
+    assert not compare_ranks(cs).symmetric
+    # A list of rank files: N files, N censuses, ranks from the names.
+    files = [str(tmp_path / "dedicated_log_torch_trace_rank_1.log"), str(tmp_path / "dedicated_log_torch_trace_rank_0.log")]
+    by = censuses_from_rank_files(files)
+    assert list(by) == [0, 1] and by[1].graph_count == 8
+    with pytest.raises(ValueError, match="same rank"):
+        censuses_from_rank_files([files[0], files[0]])
+
+
+def test_file_name_rank_wins_over_the_records_rank(tmp_path):
+    # The records of a real rank log carry "rank": 0; the name says 5.
+    lines = [ln.replace('"frame_id"', '"rank": 0, "frame_id"', 1) if ln.startswith("V") else ln
+             for ln in _records("torch2.6_gs_runs.log.gz")]
+    (tmp_path / "job.rank_5.log").write_text("".join(lines))
+    (tmp_path / "other.log").write_text("".join(lines))  # no rank in the name: the records decide
+    assert sorted(censuses_from_path(tmp_path)) == [0, 5]
+
+
+@pytest.mark.slow
+def test_inductor_collective_schedule_divergence(tmp_path):
+    d = tmp_path / "trace"
+    r = subprocess.run([PY, str(TARGETS / "tr_schedule.py"), str(29300 + os.getpid() % 300)],
+                       env={**ENV, "TORCH_TRACE": str(d), "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache")},
+                       capture_output=True, text=True, timeout=400)
+    # The ranks' collectives mismatch at run time (that is the point): the job may fail, the logs stay.
+    cs = censuses_from_path(d)
+    assert list(cs) == [0, 1], r.stderr[-2000:]
+    line = marked_line(TARGETS / "tr_schedule.py", "TR_SCHEDULE") - 3  # the frame: def step
+    for c in cs.values():
+        [g] = c.graphs
+        assert (Path(g.file).name, g.line, g.function) == ("tr_schedule.py", line, "step")
+        assert [op.split(".")[-1] for op in g.collectives] == ["all_reduce", "wait_tensor"] * 2
+    assert [len(cs[r].graphs[0].schedule or []) for r in (0, 1)] == [4, 2]
+    from graphstitch.ranks import compare_ranks
+    cmp = compare_ranks(cs)
+    [div] = cmp.divergences
+    assert div.kind == "collective_schedule" and div.ranks == [1] and div.collective_index == 1
+    assert "while Dynamo's graphs hold the same collectives" in div.message
+    out = subprocess.run([PY, "-m", "graphstitch", "trace", str(d)], env=ENV, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 1 and "Inductor's executed schedule differs" in out.stdout

@@ -337,6 +337,8 @@ def _inferred_sites(col: _Collected, root: str | None) -> list[Site]:
                 seen.setdefault((caller.file, caller.function), set())
     sites = []
     for (file, name), cids in seen.items():
+        if file.startswith("<interned "):
+            continue  # the intern table entry was lost (a cut log): no file to name
         m = _RESUME_AT_RE.match(name)
         assert m is not None
         fn, line = original_name(m.group(1)), int(m.group(2))
