@@ -161,7 +161,7 @@ def _primary_reason(reasons: list[str]) -> str:
 def _merge_metrics(into: FrameMetrics, more: FrameMetrics) -> None:
     """Several metrics records for one compile (a restart, a later backward compile): what the
     first one left empty, a later one fills in; restart reasons add up."""
-    for name in FrameMetrics.__slots__:  # type: ignore[attr-defined]
+    for name in FrameMetrics.__slots__:
         if name == "restart_reasons":
             into.restart_reasons += [r for r in more.restart_reasons if r not in into.restart_reasons]
         elif getattr(into, name) in (None, "?", 0) and getattr(more, name) not in (None, "?", 0):

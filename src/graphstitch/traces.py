@@ -17,7 +17,7 @@ import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from . import paths
 from .analysis import build_census
@@ -74,10 +74,14 @@ def file_rank(path: Path) -> int | None:
 
 
 def _open(path: Path, *, binary: bool = False) -> IO[Any]:
+    """The log opened for reading (the caller closes it); a ``.gz`` one is decompressed as it is read."""
     if path.name.endswith(".gz"):
-        return gzip.open(path, "rb") if binary else gzip.open(path, "rt", encoding="utf-8", errors="replace",
-                                                                 newline="\n")
-    return open(path, "rb") if binary else open(path, encoding="utf-8", errors="replace", newline="\n")
+        if binary:
+            return cast(IO[Any], gzip.open(path, "rb"))
+        return gzip.open(path, "rt", encoding="utf-8", errors="replace", newline="\n")
+    if binary:
+        return open(path, "rb")
+    return open(path, encoding="utf-8", errors="replace", newline="\n")
 
 
 def _events(path: Path, dec: Decoder, prefix: str, stats: TraceStats) -> Iterator[object]:
