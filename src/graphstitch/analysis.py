@@ -354,10 +354,10 @@ def _inferred_sites(col: _Collected, root: str | None) -> list[Site]:
             id=SiteId(gb_id, paths.identity_path(file, root), fn, _anchor("", line)),
             gb_id=gb_id, gb_type=first or "graph break (inferred)", file=file, line=line, function=fn, code="",
             events=max(1, len(cids)),
-            explanation=(f"Inferred from the resume function {name}: Dynamo broke {fn}'s graph at line {line} "
-                         "and resumed there. This log has no graph-break reports (torch before 2.6 wrote "
-                         "none), so the line is where Dynamo resumed, and the reason is "
-                         + (f"its restart reason: {first}" if first else "not in the log") + "."),
+            explanation=(f"Approximate: inferred from the resume function {name} (this log has no graph-break "
+                         "reports; torch before 2.6 wrote none): the line is where Dynamo resumed"
+                         + ("; the type is the compile's restart reason." if first else
+                            "; the reason is not in the log.")),
             hints=list(entry.get("Hints", [])), compile_ids=sorted(cids, key=compile_order), gb_chain=[gb_id],
             approximate=True))
     return sorted(sites, key=lambda s: (s.file, s.line))
