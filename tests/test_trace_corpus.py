@@ -170,21 +170,25 @@ def test_metrics_without_ids_make_no_phantom_frame_and_records_merge():
         [(f.compile_id, f.function, f.compile_seconds) for f in base.frames]
 
 
-def test_payloads_are_checked_against_torch_md5():
+def test_a_log_cut_inside_a_payload_is_checked_against_torch_md5():
     lines = _records("torch2.6_gs_old.log.gz")
-    i = next(i for i, ln in enumerate(lines) if "dynamo_graph_break_reason" in ln)
+    i = max(i for i, ln in enumerate(lines) if "dynamo_graph_break_reason" in ln)
     j = i + 1
-    while lines[j].startswith("\t"):
+    while j < len(lines) and lines[j].startswith("\t"):
         j += 1
     payload = "\n".join(ln[1:].rstrip("\n") for ln in lines[i + 1:j])
     assert hashlib.md5(payload.encode()).hexdigest() in lines[i]  # what torch wrote
-    # Cut the payload before the location: the report is malformed, not a site at an invented place.
-    cut = lines[:i + 1] + lines[i + 3:]
-    base, _ = _census(lines)
-    got, dec = _census(cut)
-    assert dec.malformed == 1
-    events = {s.id: s.events for s in got.sites}
-    assert {s.id: s.events - (s is base.sites[1]) for s in base.sites} == events  # one report fewer at f:18
+    base, _ = _census(lines[:i])
+    # Cut inside the last break report, after its location and part of its reason: the
+    # payload fails torch's md5, so the report is malformed, not a site from half a report.
+    for cut in (i + 2, i + 3):
+        got, dec = _census(lines[:cut] + [lines[cut][:12]])
+        assert dec.malformed == 1
+        assert [(s.id, s.events, s.gb_type) for s in got.sites] == [(s.id, s.events, s.gb_type) for s in base.sites]
+    # An edited (not cut) log keeps its reports: paths rewritten, as for a trace from elsewhere.
+    moved = [ln.replace("/tmp/prog/", "/elsewhere/") for ln in lines]
+    got, dec = _census(moved)
+    assert dec.malformed == 0 and {s.file for s in got.sites} == {"/elsewhere/gs_old.py"}
 
 
 # ----------------------------------------------------------------------------- torch 2.13 HOP

@@ -557,14 +557,16 @@ def _unwanted(raw: str, at: int) -> bool:
 _MD5_RE = re.compile(r"^[0-9a-f]{32}$")
 
 
-def _finished(meta: dict[str, Any], chunks: list[str], want: bool, dec: Decoder) -> Record | None:
-    """The record whose header and payload lines have all been read; None when its payload
-    does not match the md5 torch wrote in ``has_payload`` (cut short or altered: malformed)."""
+def _finished(meta: dict[str, Any], chunks: list[str], want: bool, dec: Decoder, *, last: bool) -> Record | None:
+    """The record whose header and payload lines have all been read. The LAST record of the
+    input is where a log is cut (a process killed while writing): it is None (malformed) when
+    its payload does not match the md5 torch wrote in ``has_payload``. Earlier records are
+    complete by construction; a mismatch there is an edit (paths rewritten), not a cut."""
     if not (want and "has_payload" in meta):
         return Record(meta, None)
     payload = "\n".join(chunks)
     digest = meta["has_payload"]
-    if isinstance(digest, str) and _MD5_RE.match(digest) and \
+    if last and isinstance(digest, str) and _MD5_RE.match(digest) and \
             hashlib.md5(payload.encode("utf-8", "surrogatepass"), usedforsecurity=False).hexdigest() != digest:
         dec.malformed += 1
         return None
@@ -575,8 +577,9 @@ def iter_trace_records(lines: Iterable[str], dec: Decoder) -> Iterator[Record]:
     """Stream records out of TORCH_TRACE text; payloads no parser wants are skipped unjoined,
     and headers of kinds no parser wants are counted on ``dec.records`` but not decoded.
 
-    Malformed header lines (of wanted kinds: not JSON, cut short, nested too deeply) and wanted
-    payloads that fail torch's md5 are counted on ``dec.malformed`` and skipped.
+    Malformed header lines (of wanted kinds: not JSON, cut short, nested too deeply) and a
+    last wanted payload that fails torch's md5 (a cut log) are counted on ``dec.malformed``
+    and skipped.
     """
     meta: dict[str, Any] | None = None
     want = False
@@ -587,7 +590,7 @@ def iter_trace_records(lines: Iterable[str], dec: Decoder) -> Iterator[Record]:
                 chunks.append(raw[1:].rstrip("\n"))
             continue
         if meta is not None:
-            if (rec := _finished(meta, chunks, want, dec)) is not None:
+            if (rec := _finished(meta, chunks, want, dec, last=False)) is not None:
                 yield rec
             meta, chunks = None, []
         if not raw.strip():
@@ -604,5 +607,5 @@ def iter_trace_records(lines: Iterable[str], dec: Decoder) -> Iterator[Record]:
             dec.malformed += 1
             continue
         meta, want = m, dec.wants_payload(m)
-    if meta is not None and (rec := _finished(meta, chunks, want, dec)) is not None:
+    if meta is not None and (rec := _finished(meta, chunks, want, dec, last=True)) is not None:
         yield rec
