@@ -234,14 +234,16 @@ def load_json(text: str) -> Any:
         value = json.loads(text)
     except RecursionError:
         raise ValueError("JSON nested too deeply") from None
+    if text.count("[") + text.count("{") <= MAX_JSON_DEPTH:
+        return value  # too few brackets to nest that deep (the common case, counted at C speed)
     todo: list[tuple[Any, int]] = [(value, 1)]
     while todo:
         v, depth = todo.pop()
         if isinstance(v, (dict, list)):
             if depth > MAX_JSON_DEPTH:
                 raise ValueError("JSON nested too deeply")
-            todo.extend((x, depth + 1) for x in (v.values() if isinstance(v, dict) else v)
-                        if isinstance(x, (dict, list)))
+            todo.extend([(x, depth + 1) for x in (v.values() if type(v) is dict else v)
+                         if type(x) is dict or type(x) is list])
     return value
 
 
