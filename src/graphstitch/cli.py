@@ -622,7 +622,8 @@ TRACE_EXIT_HELP = """\b
 Exit codes:
   0  the trace was read (with or without graph breaks); several ranks: they are symmetric
   1  several ranks, and they diverge (as `graphstitch ranks` reports it)
-  2  PATH missing, holds no TORCH_TRACE logs, or no record could be read
+  2  PATH missing, holds no TORCH_TRACE logs, no record could be read, or no Dynamo
+     compile is in it (an export / AOTInductor-only log)
 """
 
 
@@ -640,7 +641,7 @@ def trace(path: str, rank: int | None, json_path: str | None, html_path: str | N
     they exist on this machine.
     """
     from .render import terminal
-    from .traces import TraceError, censuses_from_path, source_context
+    from .traces import NO_DYNAMO_COMPILE, TraceError, censuses_from_path, source_context
 
     try:
         censuses = censuses_from_path(path)
@@ -648,6 +649,8 @@ def trace(path: str, rank: int | None, json_path: str | None, html_path: str | N
         fail(str(e))
     if not any(c.trace_stats.records for c in censuses.values()):
         fail(f"no TORCH_TRACE records could be read from {path}")
+    if all(c.error is not None and c.error.message == NO_DYNAMO_COMPILE for c in censuses.values()):
+        fail(f"{path}: {NO_DYNAMO_COMPILE}")
     if rank is not None and rank not in censuses:
         fail(f"no logs for rank {rank} in {path} (ranks: {', '.join(str(r) for r in censuses)})")
     shown = censuses[rank if rank is not None else next(iter(censuses))]

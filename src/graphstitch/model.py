@@ -140,6 +140,9 @@ class Graph:
     op_count: int | None
     ops: list[str] = field(default_factory=list)          # live runs only
     collectives: list[str] = field(default_factory=list)  # collective ops in graph order
+    # The order Inductor's compiled code runs its collectives in (its `inductor_collective_schedule`
+    # artifact; None when the log has none for this graph, e.g. another backend).
+    schedule: list[str] | None = None
 
 
 @dataclass
@@ -160,6 +163,9 @@ class Site:
     compile_ids: list[str] = field(default_factory=list)
     gb_chain: list[str] = field(default_factory=list)      # every GB id of the first report, root first
     advice: list[Advice] = field(default_factory=list)
+    # Inferred, not reported: the log has no break reports (torch before 2.6 wrote none), so the
+    # site comes from a resume function's name (torch_dynamo_resume_in_FN_at_LINE) and restarts.
+    approximate: bool = False
 
     @property
     def location(self) -> str:
@@ -232,6 +238,7 @@ class TraceStats:
     malformed: int = 0
     files: int | None = None          # trace files read (`trace`)
     bytes: int | None = None
+    runs: int | None = None           # runs found in the files (a file may hold several; see traces.py)
     unreadable: list[str] = field(default_factory=list)
 
 
