@@ -155,10 +155,21 @@ def build(registry: str, name: str, mode: str = "eval") -> list[Call]:
     except CreateError:
         raise
     except ImportError as e:  # an optional dependency of the registry or of the model
-        raise CreateError("missing dependency", f"{getattr(e, 'name', None) or e}") from e
+        raise CreateError("missing dependency", _missing_name(e)) from e
     if not isinstance(calls, list):
         calls = [calls]
     return calls
+
+
+def _missing_name(e: ImportError) -> str:
+    """The missing package, as short as the error allows (``timm``, ``scipy``)."""
+    import re
+
+    if getattr(e, "name", None):
+        return e.name
+    msg = " ".join(str(e).split())
+    m = re.search(r"requires the (\S+) library", msg) or re.search(r"requires '([^']+)'", msg)
+    return m.group(1) if m else msg[:200]
 
 
 def factory(registry: str, name: str, mode: str = "eval") -> Callable[[], list[Call]]:

@@ -159,7 +159,7 @@ _FFN_KEYS = ("intermediate_size", "ffn_dim", "encoder_ffn_dim", "decoder_ffn_dim
              "decoder_intermediate_size", "moe_shared_expert_intermediate_size")
 _EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
 _TOPK_KEYS = ("num_experts_per_tok", "num_selected_experts", "top_k", "moe_topk",
-              "num_experts_per_token")
+              "num_experts_per_token", "moe_k")
 _POSITION_KEYS = ("max_position_embeddings", "n_positions", "max_target_positions",
                   "max_seq_len", "max_sequence_length")
 _VOCAB_KEYS = ("vocab_size", "input_vocab_size", "output_vocab_size")
@@ -196,8 +196,11 @@ def _has(cfg, key: str) -> bool:
 def _shrink_layers(cfg) -> None:
     n_new = TINY["layers"]
     orig = {}
+    depths = vars(cfg).get("depths")
     for key in _LAYER_KEYS:
         v = vars(cfg).get(key)
+        if isinstance(depths, (list, tuple)) and v == len(depths):
+            continue  # a stage count (Swin-like backbones), not a layer count
         if _is_int(v) and v > n_new:
             orig[key] = v
             _set(cfg, key, n_new)
@@ -233,13 +236,21 @@ def _shrink_layers(cfg) -> None:
             continue
         if key in _PER_LAYER_LISTS or len(v) == n_orig:
             continue
-        if key == "out_indices" and isinstance(vars(cfg).get("depths"), (list, tuple)):
+        if key.endswith("out_indices") and isinstance(vars(cfg).get("depths"), (list, tuple)):
             continue  # stage indices of a hierarchical backbone, not layer indices
         if max(v) > n_orig or min(v) < -n_orig:
             continue
         new = sorted(dict.fromkeys(min(x * n // n_orig, n if x == n_orig else n - 1) if x >= 0 else x
                                    for x in v))
         _set(cfg, key, type(v)(new) if isinstance(v, tuple) else new)
+    d = vars(cfg)
+    if "attn_layer_indices" in d and d["attn_layer_indices"] is None and "mamba_d_state" in d:
+        _set(cfg, "attn_layer_indices", [n - 1])  # an all-Mamba default has no attention cache
+    for per_key in ("attn_layer_period", "expert_layer_period"):
+        off_key = per_key.replace("_period", "_offset")
+        if _is_int(d.get(per_key)) and _is_int(d.get(off_key)) and d[off_key] >= n:
+            _set(cfg, per_key, n)
+            _set(cfg, off_key, n - 1)
     for key in ("max_window_layers", "first_k_dense_replace", "num_kv_shared_layers"):
         v = vars(cfg).get(key)
         if _is_int(v) and v > n:
@@ -283,6 +294,18 @@ def _shrink_width(cfg) -> None:
         if _is_int(d.get(key)) and d[key] > hd:
             _set(cfg, key, hd)
     hidden = heads * hd if has_heads else 64
+    nh_list, depths = d.get("num_heads"), d.get("depths")
+    if isinstance(nh_list, (list, tuple)) and isinstance(depths, (list, tuple)) and _is_int(d.get("embed_dim")) \
+            and len(nh_list) == len(depths):
+        # Swin-like: stage i has embed_dim * 2**i channels and num_heads[i] heads
+        _set(cfg, "num_heads", type(nh_list)(2 ** min(i, 2) for i in range(len(nh_list))))
+        _set(cfg, "embed_dim", 32)
+        if _is_int(d.get("hidden_size")):
+            _set(cfg, "hidden_size", 32 * 2 ** (len(depths) - 1))
+        for key in _FFN_KEYS:
+            if _is_int(d.get(key)) and d[key] > TINY["ffn"]:
+                _set(cfg, key, TINY["ffn"])
+        return
     for key in _HIDDEN_KEYS:
         v = d.get(key)
         if _is_int(v) and v > hidden:
@@ -308,8 +331,21 @@ def _shrink_width(cfg) -> None:
         _set(cfg, "mamba_n_heads", max(1, expand * getattr(cfg, "hidden_size", hidden) // 16))
         if _is_int(d.get("mamba_d_ssm")):
             _set(cfg, "mamba_d_ssm", d["mamba_n_heads"] * d["mamba_d_head"])
+    # Mamba-2 style: heads * head_dim = expand * hidden; groups divide heads
+    if _is_int(d.get("expand")) and _is_int(d.get("num_heads")) and _is_int(d.get("head_dim")) \
+            and _is_int(d.get("hidden_size")) and "n_groups" in d:
+        _set(cfg, "num_heads", max(1, d["expand"] * d["hidden_size"] // d["head_dim"]))
+    for key in ("n_groups", "mamba_n_groups"):
+        nheads = d.get("num_heads") if key == "n_groups" else d.get("mamba_n_heads")
+        if _is_int(d.get(key)) and _is_int(nheads) and nheads % d[key]:
+            _set(cfg, key, 1)
+    if _is_int(d.get("upsample_groups")) and _is_int(d.get("hidden_size")) and d["upsample_groups"] > d["hidden_size"]:
+        _set(cfg, "upsample_groups", d["hidden_size"])
+    for key in ("num_queries", "num_denoising"):
+        if _is_int(d.get(key)) and d[key] > 16:
+            _set(cfg, key, 16)
     # multimodal RoPE sections sum to half the head dim: rescale them to the new head dim
-    hs_, nh_ = getattr(cfg, "hidden_size", None), getattr(cfg, "num_attention_heads", None)
+    hs_, nh_ = d.get("hidden_size"), d.get("num_attention_heads")
     hd_now = d.get("head_dim") if _is_int(d.get("head_dim")) else (
         hs_ // max(1, nh_) if _is_int(hs_) and _is_int(nh_) else None)
     if _is_int(d.get("rotary_dim")) and hd_now and d["rotary_dim"] > hd_now:
@@ -435,6 +471,8 @@ def _sync_image_tokens(cfg) -> None:
     img, ps = getattr(v, "image_size", None), getattr(v, "patch_size", None)
     if not (_is_int(img) and _is_int(ps) and ps > 0):
         return
+    if isinstance(vars(cfg).get("image_grid_pinpoints"), (list, tuple)):
+        _set(cfg, "image_grid_pinpoints", [[img, img]])
     side = img // ps
     tok = vars(cfg).get("mm_tokens_per_image")
     if _is_int(tok) and tok > 0:
@@ -467,6 +505,16 @@ def shrink(config, level: str):
         if "head_dim" in d and d["head_dim"] is None and _is_int(d.get("hidden_size")) \
                 and _is_int(d.get("num_attention_heads")) and d["num_attention_heads"] > 0:
             _set(cfg, "head_dim", d["hidden_size"] // d["num_attention_heads"])  # defaults that leave it unset
+        if "vocab_size" in d and d["vocab_size"] is None:
+            _set(cfg, "vocab_size", TINY["vocab"] if level != "shallow" else 32000)
+        if "prediction_length" in d and d["prediction_length"] is None:  # time series defaults
+            _set(cfg, "prediction_length", 8)
+            if d.get("context_length") is None:
+                _set(cfg, "context_length", 16)
+        if d.get("use_timm_backbone"):  # the transformers backbone instead of timm's
+            _set(cfg, "use_timm_backbone", False)
+            if "backbone" in d:
+                _set(cfg, "backbone", None)
         for key in ("use_pretrained_backbone",):
             if vars(cfg).get(key):
                 _set(cfg, key, False)
@@ -705,7 +753,8 @@ def synth_candidates(model, cfg, name: str, mode: str) -> list[dict]:
         if _is_int(mels):  # spectrogram "values": (B, frames, mel bins)
             frames = getattr(cfg, "max_length", None) or 64
             alts.insert(0, {"input_values": torch.randn(B, frames, mels, generator=gen)})
-    if main == "input_features" or (take("input_features") and not base):
+    has_audio = any(getattr(cfg, k, None) is not None for k in ("audio_config", "audio_encoder_config"))
+    if main == "input_features" or (take("input_features") and (not base or has_audio)):
         msp = getattr(cfg, "max_source_positions", None)
         for c in (cfg, getattr(cfg, "encoder_config", None), getattr(cfg, "audio_config", None)):
             if c is not None and _is_int(getattr(c, "max_source_positions", None)):
@@ -723,6 +772,9 @@ def synth_candidates(model, cfg, name: str, mode: str) -> list[dict]:
                 break
         mels = mels or 80
         frames = 2 * msp if _is_int(msp) else 64
+        spec = getattr(getattr(cfg, "audio_config", None) or cfg, "spec_size", None)
+        if _is_int(spec):  # spectrogram-as-image towers (CLAP): (B, 1, frames, mel bins)
+            alts.insert(0, {"input_features": torch.randn(B, 1, spec, mels, generator=gen)})
         base["input_features"] = torch.randn(B, mels, frames, generator=gen)
         alts.append({"input_features": torch.randn(B, frames, mels, generator=gen)})
         alts.append({"input_features": torch.randn(B, 1, frames, mels, generator=gen)})
@@ -738,8 +790,26 @@ def synth_candidates(model, cfg, name: str, mode: str) -> list[dict]:
             alts.append({main: torch.randn(B, ctx, ch, generator=gen)})
         elif main == "inputs_embeds":
             base[main] = torch.randn(B, T, getattr(cfg, "hidden_size", 64), generator=gen)
-    if not base and take("input_ids"):
+    if "input_ids" not in base and take("input_ids") and (not base or "input_ids" in required):
         base["input_ids"] = ids((B, T))
+        if take("attention_mask"):
+            base["attention_mask"] = torch.ones(B, T, dtype=torch.long)
+    if take("qformer_input_ids") and "pixel_values" in base:  # InstructBLIP's Q-Former prompt
+        base["qformer_input_ids"] = ids((B, T // 2))
+        if take("qformer_attention_mask"):
+            base["qformer_attention_mask"] = torch.ones(B, T // 2, dtype=torch.long)
+    pv = base.get("pixel_values")
+    if take("image_sizes") and pv is not None and pv.dim() == 4:
+        # anyres models: the image's own size, and the (base + one crop) patch stack
+        base["image_sizes"] = torch.tensor([[pv.shape[-2], pv.shape[-1]]] * B)
+        alts.insert(0, {"pixel_values": torch.stack([pv, pv], dim=1)})
+    pvals = base.get("past_values")
+    if pvals is not None:  # time series: observed mask and time features of the same length
+        if take("past_observed_mask"):
+            base["past_observed_mask"] = torch.ones_like(pvals)
+        if take("past_time_features"):
+            nt = getattr(cfg, "num_time_features", 1) or 1
+            base["past_time_features"] = torch.randn(B, pvals.shape[1], nt, generator=gen)
     # encoder-decoders: decoder side
     if enc_dec and take("decoder_input_ids"):
         base["decoder_input_ids"] = ids((B, T // 2))
