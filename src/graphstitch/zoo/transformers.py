@@ -801,8 +801,8 @@ def synth_candidates(model, cfg, name: str, mode: str) -> list[dict]:
     pv = base.get("pixel_values")
     if take("image_sizes") and pv is not None and pv.dim() == 4:
         # anyres models: the image's own size, and the (base + one crop) patch stack
-        base["image_sizes"] = torch.tensor([[pv.shape[-2], pv.shape[-1]]] * B)
-        alts.insert(0, {"pixel_values": torch.stack([pv, pv], dim=1)})
+        sizes = torch.tensor([[pv.shape[-2], pv.shape[-1]]] * B)
+        alts[:0] = [{"image_sizes": sizes}, {"image_sizes": sizes, "pixel_values": torch.stack([pv, pv], dim=1)}]
     pvals = base.get("past_values")
     if pvals is not None:  # time series: observed mask and time features of the same length
         if take("past_observed_mask"):
