@@ -189,10 +189,6 @@ def _set(cfg, key: str, value: Any) -> None:
         pass
 
 
-def _has(cfg, key: str) -> bool:
-    return key in vars(cfg) or key in getattr(type(cfg), "attribute_map", {})
-
-
 def _shrink_layers(cfg) -> None:
     n_new = TINY["layers"]
     orig = {}
