@@ -31,7 +31,7 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from graphstitch import zoo  # noqa: E402  (torch-free)
+from graphstitch import zoo
 
 PRELOAD = {"transformers": ["torch", "transformers", "transformers.modeling_utils",
                             "transformers.models.auto.modeling_auto", "graphstitch.zoo.transformers"],
@@ -182,11 +182,13 @@ def main(argv=None) -> int:
                 finish(e, {**base, "status": "crash", "reason": f"exit code {p.exitcode}", "detail": ""})
                 del running[e]
             elif time.perf_counter() - t0 > a.timeout:
-                p.kill(); p.join()
+                p.kill()
+                p.join()
                 finish(e, {**base, "status": "timeout", "reason": f">{a.timeout:.0f}s", "detail": ""})
                 del running[e]
             elif rss > a.max_rss * 1024:
-                p.kill(); p.join()
+                p.kill()
+                p.join()
                 finish(e, {**base, "status": "oom", "reason": f">{a.max_rss:.0f}GB RSS", "detail": ""})
                 del running[e]
 

@@ -91,8 +91,8 @@ def _toml_sources(path: Path, modes: Sequence[str]) -> list[tuple[str, Sequence[
     if not isinstance(items, list) or not all(isinstance(x, str) for x in items) or not isinstance(tables, list):
         raise SourceError(f"{path}: 'targets' must be a list of strings and [[target]] tables")
     base = path.parent
-    rel = lambda s: str(base / s) if (s.split(":")[0].endswith(".py") or s.endswith(".toml")
-                                      or os.sep in s.split(":")[0]) and not os.path.isabs(s) else s
+    # Paths in the list are relative to the list's folder (when something is there).
+    rel = lambda s: str(base / s) if not os.path.isabs(s) and (base / s.split(":")[0]).exists() else s
     out += [(rel(s), modes) for s in items]
     for t in tables:
         if not isinstance(t, dict) or not isinstance(t.get("source"), str):

@@ -26,8 +26,9 @@ from __future__ import annotations
 import fnmatch
 import importlib
 import os
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import Any
 
 REGISTRIES = ("transformers", "diffusers", "torch_geometric")
 MODES = ("eval", "train")
@@ -60,7 +61,7 @@ class ZooEntry:
         return f"{self.registry}/{self.name}@{self.mode}"
 
 
-def _module(registry: str):
+def _module(registry: str) -> Any:
     if registry not in _MODULES:
         raise ValueError(f"unknown registry {registry!r}; known: {', '.join(REGISTRIES)}")
     return importlib.import_module(_MODULES[registry], __name__)
@@ -136,7 +137,7 @@ def offline() -> None:
 
     const = sys.modules.get("huggingface_hub.constants")
     if const is not None and hasattr(const, "HF_HUB_OFFLINE"):
-        const.HF_HUB_OFFLINE = True
+        setattr(const, "HF_HUB_OFFLINE", True)  # noqa: B010 - a module attribute mypy cannot see
 
 
 def build(registry: str, name: str, mode: str = "eval") -> list[Call]:
@@ -165,7 +166,7 @@ def _missing_name(e: ImportError) -> str:
     """The missing package, as short as the error allows (``timm``, ``scipy``)."""
     import re
 
-    if getattr(e, "name", None):
+    if e.name:
         return e.name
     msg = " ".join(str(e).split())
     m = re.search(r"requires the (\S+) library", msg) or re.search(r"requires '([^']+)'", msg)

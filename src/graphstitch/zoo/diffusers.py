@@ -7,7 +7,8 @@ GroupNorm groups that divide them. Timesteps are a float tensor of shape (batch,
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from . import CreateError
 
@@ -146,7 +147,7 @@ def build(name: str, mode: str) -> list[tuple]:
     seed_all(0)
     try:
         model = cls(**kwargs)
-    except Exception as e:  # noqa: BLE001 - a config this diffusers rejects
+    except Exception as e:
         raise CreateError("model cannot be built", f"{type(e).__name__}: {' '.join(str(e).split())[:300]}") from e
     model.train(mode == "train")
     gen = torch.Generator().manual_seed(0)

@@ -8,7 +8,8 @@ are a :class:`CreateError` with the missing package when it is not installed.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from . import CreateError
 
@@ -235,7 +236,7 @@ def build(name: str, mode: str) -> list[tuple]:
         model = make(models, nn)
     except ImportError as e:
         raise CreateError("missing dependency", getattr(e, "name", None) or str(e)) from e
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         raise CreateError("model cannot be built", f"{type(e).__name__}: {' '.join(str(e).split())[:300]}") from e
     model.train(mode == "train")
     gen = torch.Generator().manual_seed(0)

@@ -553,7 +553,7 @@ def make_config(name: str, model_type: str):
             cfg = AutoConfig.for_model(model_type)
     except ImportError:
         raise
-    except Exception as e:  # noqa: BLE001 - a default config that does not build is a CreateError
+    except Exception as e:
         raise CreateError("config cannot be built", f"{type(e).__name__}: {_one_line(e)}") from e
     return cfg
 
