@@ -5,16 +5,20 @@ merged, compared against a planted regression, run through a local Ray head, and
 import json
 import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
-import jsonschema
+import psutil
 import pytest
 from click.testing import CliRunner
 
+from conftest import assert_valid
 from graphstitch import sweep as sw
 from graphstitch.cli import main
 from graphstitch.model import SiteId
-from graphstitch.schemas import shipped
 from graphstitch.targets import Options
 
 HERE = Path(__file__).resolve().parent
@@ -88,11 +92,9 @@ def test_rows_are_exact(whole):
 
 def test_reports_validate_and_agree(whole):
     d, out, _ = whole
-    data = json.loads((d / "r.json").read_text())
-    jsonschema.validate(data, shipped("sweep"))
-    row_schema = shipped("sweep_row")
+    data = assert_valid("sweep", json.loads((d / "r.json").read_text()))
     for line in out.read_text().splitlines():
-        jsonschema.validate(json.loads(line), row_schema)
+        assert_valid("sweep_row", json.loads(line))
     assert data["schema"] == "graphstitch.sweep/1"
     assert (data["total"], data["ran"], data["full_graph"], data["full_graph_share"]) == (4, 2, 1, 0.5)
     assert data["status_counts"] == {"ok": 2, "create_error": 1, "eager_error": 1, "compile_error": 0,
@@ -127,6 +129,33 @@ def test_resume_after_a_killed_sweep(whole, tmp_path):
         assert again[i].wall_seconds == whole_rows[i].wall_seconds
     assert _key(again[_ids("breaking")[0]]) == _key(whole_rows[_ids("breaking")[0]])
     assert json.loads((tmp_path / "r.json").read_text())["total"] == 4
+
+
+def test_a_sweep_killed_halfway_resumes(whole, tmp_path):
+    """SIGTERM (a cancelled CI job) while workers run: finished rows stay, running workers
+    are killed with the sweep, and --resume completes the same rows."""
+    _, out, _ = whole
+    part = tmp_path / "part.jsonl"
+    cmd = [sys.executable, "-m", "graphstitch", "sweep", str(MOD), "-j", "1", "--out", str(part), "--quiet"]
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 240
+    while not (part.exists() and part.read_text().count("\n") >= 1) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert p.poll() is None, "the sweep ended before it could be killed"
+    kids = psutil.Process(p.pid).children(recursive=True)
+    assert kids, "a worker is running"
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(60) != 0
+    gone, alive = psutil.wait_procs(kids, timeout=30)
+    assert not alive, "the running worker was killed with the sweep"
+    first = _rows(part)
+    assert 1 <= len(first) < 4
+    r = _sweep(str(MOD), "--out", str(part), "--resume", "-j", "2", "--quiet")
+    assert r.exit_code == 0, r.output
+    again, whole_rows = _rows(part), _rows(out)
+    assert sorted(again) == sorted(whole_rows)
+    assert all(again[i].wall_seconds == first[i].wall_seconds for i in first)   # not run again
+    assert [_key(again[i]) for i in sorted(again)] == [_key(whole_rows[i]) for i in sorted(whole_rows)]
 
 
 def test_shards_merge_to_the_whole(whole, tmp_path):
@@ -171,6 +200,21 @@ def test_compare_finds_a_planted_regression(whole, tmp_path):
     assert r.exit_code == 1
     r = _sweep("--merge", str(out), "--compare", str(out), "--gate", "--fail-on-improvement", "--quiet")
     assert r.exit_code == 0 and "0 regressed, 0 improved" in " ".join(r.output.split())
+
+
+def test_a_crash_or_a_hang_costs_one_row_after_a_retry(tmp_path):
+    flaky = HERE / "targets_sweep" / "flaky.py"
+    out = tmp_path / "rows.jsonl"
+    r = _sweep(str(flaky), "-j", "2", "--timeout", "4", "--out", str(out), "--quiet",
+               "--logs", str(tmp_path / "logs"))
+    assert r.exit_code == 0, r.output
+    rows = _rows(out)
+    crash, hang = rows["tests/targets_sweep/flaky.py:crashes@eval"], rows["tests/targets_sweep/flaky.py:hangs@eval"]
+    assert crash.status is sw.Status.CRASH and crash.attempts == 2 and "SIGABRT" in crash.reason
+    assert hang.status is sw.Status.TIMEOUT and hang.attempts == 2 and "within 4 s" in hang.reason
+    assert hang.wall_seconds >= 8
+    assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == [
+        "tests_targets_sweep_flaky.py_crashes@eval.log", "tests_targets_sweep_flaky.py_hangs@eval.log"]
 
 
 def test_sources_and_usage_errors(tmp_path):
@@ -228,5 +272,5 @@ def test_real_registry_sweep(tmp_path):
         assert row.status is sw.Status.OK, row.reason
         assert row.graphs >= 1 and row.outputs_match_eager is True
         assert all(s.id.path.startswith("transformers/") for s in row.census.sites), row.census.sites
-    jsonschema.validate(json.loads((tmp_path / "r.json").read_text()), shipped("sweep"))
+    assert_valid("sweep", json.loads((tmp_path / "r.json").read_text()))
     assert os.environ.get("HF_HUB_OFFLINE") is None   # the parent never set it: only workers build models

@@ -53,6 +53,7 @@ def execute(targets: Sequence[Target], cfg: RunConfig, *, jobs: int = 1, ray: st
         if on_row:
             on_row(row)
 
+    restore = _term_as_interrupt()
     try:
         with bar:
             if ray:
@@ -62,9 +63,27 @@ def execute(targets: Sequence[Target], cfg: RunConfig, *, jobs: int = 1, ray: st
             else:
                 rows += run_local(todo, cfg, jobs=jobs, on_row=got, min_free_mb=min_free_mb)
     finally:
+        restore()
         if sink:
             sink.close()
     return rows, time.monotonic() - start
+
+
+def _term_as_interrupt() -> Callable[[], None]:
+    """SIGTERM (a CI job cancelled, `kill`) stops the sweep like Ctrl-C: running workers are
+    killed and the rows so far stay in the file, ready for --resume. Returns the undo."""
+    import signal
+    import threading
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+    old = signal.signal(signal.SIGTERM, handler)
+
+    def restore() -> None:
+        signal.signal(signal.SIGTERM, old)
+    return restore
 
 
 class _Bar:

@@ -145,9 +145,15 @@ def run_local(targets: Sequence[Target], cfg: RunConfig, *, jobs: int = 1, on_ro
     threads = [threading.Thread(target=loop, name=f"sweep-{i}", daemon=True) for i in range(max(1, jobs))]
     for th in threads:
         th.start()
-    for th in threads:
-        while th.is_alive():
-            th.join(0.2)   # short joins keep Ctrl-C responsive
+    try:
+        for th in threads:
+            while th.is_alive():
+                th.join(0.2)   # short joins keep Ctrl-C responsive
+    except KeyboardInterrupt:
+        from ..procs import kill_children
+        errors.append(KeyboardInterrupt())   # the threads take no new target
+        kill_children()
+        raise
     if errors:
         raise errors[0]
     return rows
