@@ -127,7 +127,7 @@ def read_outcome(files: Files, exit_code: int, died: ErrorInfo | None, *, target
 
 
 def run(job: Job, *, timeout: float | None = None, pythonpath: Sequence[str] = (),
-        stdout: int | IO[Any] | None = None, warm: procs.Child | None = None,
+        stdout: int | IO[Any] | None = None, stderr: int | IO[Any] | None = None, warm: procs.Child | None = None,
         inductor_cache: str | None = None, own_cache: bool = False, own_session: bool = True,
         ok_codes: tuple[int, ...] | None = (0, 2), what: str = "target", reap: bool = True) -> Outcome:
     """Run JOB in a fresh child (or in WARM, a child from :func:`prestart`) and read what it
@@ -142,7 +142,7 @@ def run(job: Job, *, timeout: float | None = None, pythonpath: Sequence[str] = (
             child.popen.stdin.write(json.dumps({"dir": d, "env": {k: env[k] for k in _JOB_ENV if k in env}}) + "\n")
             child.popen.stdin.close()
         else:
-            child = procs.start(procs.python_cmd("graphstitch.worker", d), env=env, stdout=stdout,
+            child = procs.start(procs.python_cmd("graphstitch.worker", d), env=env, stdout=stdout, stderr=stderr,
                                 own_session=own_session)
         rc, died = child.wait(timeout, ready=lambda: os.path.exists(files.ready), ok_codes=ok_codes,
                               what=what, reap=reap)
@@ -293,7 +293,7 @@ def main(argv: list[str]) -> int:
 
 def census_job(job: Job, ctx: Context) -> tuple[int, Any]:
     """Run a TARGET's calls under capture. Exit 2: a bad target (error kind target)."""
-    from .live import Capture, load_calls, run_calls
+    from .live import load_calls
     from .targets import TargetError
     assert job.spec is not None
     try:
@@ -301,7 +301,15 @@ def census_job(job: Job, ctx: Context) -> tuple[int, Any]:
     except TargetError as e:
         note(ctx.sink, target=job.spec, error=ErrorInfo(ErrorKind.TARGET, str(e)))
         return 2, None
-    with Capture(ctx.sink, target=job.spec, project_root=job.project_root) as cap:
+    return census_of_calls(job, ctx, calls, job.spec)
+
+
+def census_of_calls(job: Job, ctx: Context, calls: list[Any] | ErrorInfo, target: str | None) -> tuple[int, Any]:
+    """The census part of a census job, for handlers that make the calls another way (a
+    `sweep` zoo model is built from its registry, not loaded from a TARGET). CALLS is an
+    ErrorInfo when the factory exited before making any."""
+    from .live import Capture, run_calls
+    with Capture(ctx.sink, target=target, project_root=job.project_root) as cap:
         if isinstance(calls, ErrorInfo):  # the factory exited
             cap.complete(False)
             cap.fail(calls)

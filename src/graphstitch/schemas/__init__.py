@@ -21,8 +21,10 @@ def documents() -> dict[str, type]:
     from ..model import Census
     from ..perf import PerfResult
     from ..ranks import RanksReport, TraceReport
+    from ..sweep import Row, SweepReport
     return {"census": Census, "fix": FixReport, "perf": PerfResult, "ranks": RanksReport,
-            "trace": TraceReport, "guards": GuardReport, "baseline": Baseline}
+            "trace": TraceReport, "guards": GuardReport, "baseline": Baseline,
+            "sweep": SweepReport, "sweep_row": Row}
 
 
 def generate(name: str) -> dict[str, Any]:
