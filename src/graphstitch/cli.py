@@ -530,7 +530,7 @@ and nonstrict_trace drop run-time side effects, as inductor does.
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help="Trials in parallel (default: CPU cores).")
 @click.option("--backend", default="aot_eager", show_default=True, help="torch.compile backend for the baseline and every trial.")
 @click.option("--site", "site_filter", default=None, help="Only sites whose 'GBxxxx path:line' contains this text.")
-@click.option("--candidate", "kinds", multiple=True, type=click.Choice(["config", "nonstrict_trace", "leaf_function",
+@click.option("--candidate", "kinds", multiple=True, type=click.Choice(["rewrite", "extract", "split", "config", "nonstrict_trace", "leaf_function",
               "custom_op", "allow_in_graph", "disable"]), help="Only try these kinds of candidate (repeatable).")
 @click.option("--diff", "show_diff", is_flag=True, help="Print a unified diff making the best verified candidate permanent.")
 @click.option("--apply", "do_apply", is_flag=True, help="Write that patch (after re-verifying it on a patched copy); keeps FILE.graphstitch.bak.")

@@ -21,6 +21,7 @@ as ``__main__``. Both are here because every command needs them.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import os
@@ -288,7 +289,13 @@ def census_job(job: Job, ctx: Context) -> tuple[int, Any]:
     from .live import Capture, run_calls
     from .targets import TargetError, load_factory, make_calls
     assert job.spec is not None
+    ref = None
     try:
+        # The reference loads first: the patched module, loaded second, is the one in
+        # sys.modules under their common name (Dynamo re-imports it while tracing).
+        if job.options.reference:
+            ref_factory = load_factory(job.options.reference)
+            ref = functools.partial(make_calls, ref_factory, job.options.reference)
         calls = make_calls(load_factory(job.spec), job.spec)
     except TargetError as e:
         note(ctx.sink, target=job.spec, error=ErrorInfo(ErrorKind.TARGET, str(e)))
@@ -299,7 +306,7 @@ def census_job(job: Job, ctx: Context) -> tuple[int, Any]:
         except Exception as e:  # noqa: BLE001 - a hatch that cannot apply is a result
             cap.fail(ErrorInfo(ErrorKind.PATCH, str(e)[:2000], type(e).__name__))
             return 0, None
-        run_calls(cap, calls, job.options)
+        run_calls(cap, calls, job.options, reference=ref)
     return 0, None
 
 

@@ -4,20 +4,16 @@ copy and written without losing anything the user owns (`fix --apply`). No torch
 from __future__ import annotations
 
 import ast
-import dataclasses
 import difflib
 import os
 import re
-import shutil
-import tempfile
 
-from .. import worker
 from ..files import WriteRefused, atomic_write, check_writable, file_hash
-from ..model import Site, SkippedFrame
 from ..paths import in_project, short_path
 from ..targets import Options, target_file, target_root
 from .candidates import Candidate
-from .trials import Fix, FixReport, census_job, evaluate
+from .copies import census_on_copy
+from .trials import Fix, FixReport, evaluate
 
 WRITABLE_KINDS = ("config", "nonstrict_trace", "disable")
 
@@ -106,54 +102,11 @@ def reverify(fix: Fix, report: FixReport, spec: str, opts: Options, path: str, n
              timeout: float | None) -> Fix:
     """Census a copy of the project's target and patched files, laid out as in the project
     (so site identities match), and evaluate it like a trial."""
-    tfile = target_file(spec)
-    if tfile is None:
-        raise LookupError(f"cannot find the source file of {spec}")
     site = next((s for s in report.sites if s.id == fix.site), None)
     if site is None:
         raise LookupError(f"the census has no site {fix.label}")
-    with tempfile.TemporaryDirectory(prefix="graphstitch-fix-") as tmp:
-        def copy_of(p: str) -> str:
-            rel = os.path.relpath(os.path.realpath(p), root)
-            if rel.startswith(".."):
-                raise LookupError(f"{p} is outside the project {root}; cannot re-verify it on a copy")
-            dst = os.path.join(tmp, rel)
-            os.makedirs(os.path.dirname(dst), exist_ok=True)
-            return dst
-        t_copy = copy_of(tfile)
-        shutil.copy2(tfile, t_copy)
-        with open(copy_of(path), "w", encoding="utf-8") as f:
-            f.write(new)
-        p_copy = copy_of(path)
-        t_spec = t_copy + ":" + spec.rpartition(":")[2]
-        trial_opts = dataclasses.replace(opts, fresh=True, patches=None)
-        trial = worker.run(census_job(t_spec, trial_opts, tmp), timeout=timeout,
-                           pythonpath=[os.path.dirname(t_copy), os.path.dirname(tfile)]).census
-    # Identities already match (same project layout); lines are shown as in the user's file.
-    lines = _line_map(old_text(path), new)
-    items: list[Site | SkippedFrame] = [*trial.sites, *trial.skipped_frames]
-    for item in items:
-        if os.path.realpath(item.file) == os.path.realpath(p_copy):
-            item.file, item.line = path, lines.get(item.line, item.line)
-        elif os.path.realpath(item.file) == os.path.realpath(t_copy):
-            item.file = tfile
+    trial = census_on_copy(spec, opts, root, {path: new}, timeout)
     return evaluate(site, Candidate(fix.kind, fix.candidate, fix.patches), report, trial)
-
-
-def old_text(path: str) -> str:
-    with open(path, encoding="utf-8") as f:
-        return f.read()
-
-
-def _line_map(old: str, new: str) -> dict[int, int]:
-    """New line number -> old line number for lines the patch did not touch."""
-    sm = difflib.SequenceMatcher(a=old.splitlines(), b=new.splitlines(), autojunk=False)
-    out: dict[int, int] = {}
-    for tag, i1, i2, j1, _ in sm.get_opcodes():
-        if tag == "equal":
-            for k in range(i2 - i1):
-                out[j1 + k + 1] = i1 + k + 1
-    return out
 
 
 def apply_best(report: FixReport, spec: str, opts: Options, *, write: bool,
