@@ -295,8 +295,10 @@ def census_job(job: Job, ctx: Context) -> tuple[int, Any]:
         # sys.modules under their common name (Dynamo re-imports it while tracing).
         if job.options.reference:
             ref_factory = load_factory(job.options.reference)
-            ref = functools.partial(make_calls, ref_factory, job.options.reference)
-        calls = make_calls(load_factory(job.spec), job.spec)
+            ref = functools.partial(_seeded_calls, ref_factory, job.options.reference)
+            calls = _seeded_calls(load_factory(job.spec), job.spec)
+        else:
+            calls = make_calls(load_factory(job.spec), job.spec)
     except TargetError as e:
         note(ctx.sink, target=job.spec, error=ErrorInfo(ErrorKind.TARGET, str(e)))
         return 2, None
@@ -308,6 +310,21 @@ def census_job(job: Job, ctx: Context) -> tuple[int, Any]:
             return 0, None
         run_calls(cap, calls, job.options, reference=ref)
     return 0, None
+
+
+def _seeded_calls(factory: Callable[[], Any], spec: str) -> list[Any]:
+    """A rewrite trial calls the original's and the patched factory: an unseeded factory
+    must make the same random inputs for both."""
+    import random
+
+    import torch
+
+    from .targets import make_calls
+    random.seed(0)
+    torch.manual_seed(0)
+    if "numpy" in sys.modules:
+        sys.modules["numpy"].random.seed(0)
+    return make_calls(factory, spec)
 
 
 def run_setup(job: Job, calls: list[Any]) -> dict[str, Any]:

@@ -7,21 +7,47 @@ import ast
 import difflib
 import os
 import re
+from collections.abc import Callable
 
 from ..files import WriteRefused, atomic_write, check_writable, file_hash
 from ..paths import in_project, short_path
 from ..targets import Options, target_file, target_root
 from .candidates import Candidate
-from .copies import census_on_copy
+from .copies import census_on_copy, old_text
+from .rewrites import proposals
 from .trials import Fix, FixReport, evaluate
 
 WRITABLE_KINDS = ("config", "nonstrict_trace", "disable")
 
 
+def writable(fix: Fix) -> bool:
+    """Source rewrites, config lines and decorators that need no generated fake."""
+    return fix.rule is not None or fix.kind in WRITABLE_KINDS
+
+
 def best(report: FixReport) -> Fix | None:
-    """The first verified fix graphstitch can write as plain source: config lines and
-    decorators that need no generated fake."""
-    return next((f for f in report.fixes if f.verified and f.kind in WRITABLE_KINDS), None)
+    """The first (best-ranked) verified fix graphstitch can write as plain source."""
+    return next((f for f in report.fixes if f.verified and writable(f)), None)
+
+
+def planned_files(fix: Fix, report: FixReport, spec: str, root: str) -> dict[str, str]:
+    """path -> new text of the patch for this fix, computed from the files as they are now
+    (a rewrite is proposed again by its rule; a file changed since the census is refused
+    later by its hash)."""
+    tfile = target_file(spec)
+    if tfile is None:
+        raise LookupError(f"cannot find the source file of {spec}")
+    if fix.rule is not None:
+        site = next((s for s in report.sites if s.id == fix.site), None)
+        if site is None:
+            raise LookupError(f"the census has no site {fix.label}")
+        props, _ = proposals(site, root, target_file=tfile, factory=spec.rpartition(":")[2])
+        rw = next((p for p in props if p.rule == fix.rule and p.label == fix.candidate), None)
+        if rw is None:
+            raise LookupError(f"the rewrite {fix.candidate!r} no longer applies to {short_path(site.file)}")
+        return rw.files
+    path, _, new = plan_patch(fix, tfile, root)
+    return {path: new}
 
 
 def _after_imports(tree: ast.Module) -> int:
@@ -98,15 +124,54 @@ def refuse_reason(path: str, expected_hash: str | None, root: str | None) -> str
     return None
 
 
-def reverify(fix: Fix, report: FixReport, spec: str, opts: Options, path: str, new: str, root: str,
+def reverify(fix: Fix, report: FixReport, spec: str, opts: Options, files: dict[str, str], root: str,
              timeout: float | None) -> Fix:
-    """Census a copy of the project's target and patched files, laid out as in the project
-    (so site identities match), and evaluate it like a trial."""
+    """Census a copy of the project with the patch applied and evaluate it like a trial."""
     site = next((s for s in report.sites if s.id == fix.site), None)
     if site is None:
         raise LookupError(f"the census has no site {fix.label}")
-    trial = census_on_copy(spec, opts, root, {path: new}, timeout)
+    trial = census_on_copy(spec, opts, root, files, timeout)
     return evaluate(site, Candidate(fix.kind, fix.candidate, fix.patches), report, trial)
+
+
+def write_files(files: dict[str, str], hashes: dict[str, str], root: str,
+                check: Callable[[], list[str]]) -> tuple[str | None, bool]:
+    """Write a verified patch (several files): every file refused first if it changed since
+    the census (hash), is outside the project or is not writable; ``check`` re-verifies on a
+    copy (reasons, empty when verified); then each file is written atomically after its
+    ``.graphstitch.bak``. Returns (refusal or None, ok)."""
+    def refusal() -> str | None:
+        for path in files:
+            why = refuse_reason(path, hashes.get(os.path.realpath(path)), root)
+            if why:
+                return why
+        return None
+    why = refusal()
+    if why:
+        return why, False
+    try:
+        reasons = check()
+    except LookupError as e:
+        return str(e), False
+    if reasons:
+        return "the patched copy did not verify: " + "; ".join(reasons), False
+    why = refusal()  # a file may have changed meanwhile
+    if why:
+        return why, False
+    done: list[str] = []
+    for path, new in files.items():
+        backup = path + ".graphstitch.bak"
+        old = old_text(path)
+        try:
+            atomic_write(backup, old)
+            os.chmod(backup, os.stat(path).st_mode & 0o7777)
+            atomic_write(path, new)
+        except (WriteRefused, OSError) as e:
+            if os.path.exists(backup) and path not in done:
+                os.unlink(backup)
+            return f"not applied to {short_path(path)}: {e}" + (f" (already written: {', '.join(done)})" if done else ""), False
+        done.append(short_path(path))
+    return None, True
 
 
 def apply_best(report: FixReport, spec: str, opts: Options, *, write: bool,
@@ -116,37 +181,17 @@ def apply_best(report: FixReport, spec: str, opts: Options, *, write: bool,
     fix = best(report)
     if fix is None:
         return "no verified candidate that graphstitch can write as a source patch", False
-    tfile = target_file(spec)
-    if tfile is None:
-        return f"cannot find the source file of {spec}", False
     root = project_root or target_root(spec)
     try:
-        path, old, new = plan_patch(fix, tfile, root)
+        files = planned_files(fix, report, spec, root)
     except (LookupError, OSError, SyntaxError) as e:
         return f"cannot write a patch for {fix.candidate}: {e}", False
-    diff = unified_diff(path, old, new)
+    diff = "".join(unified_diff(p, old_text(p), new) for p, new in files.items())
     if not write:
         return diff, True
-    expected = report.source_sha256.get(os.path.realpath(path))
-    why = refuse_reason(path, expected, root)
-    if why:
-        return why, False
-    try:
-        check = reverify(fix, report, spec, opts, path, new, root, timeout)
-    except LookupError as e:
-        return str(e), False
-    if not check.verified:
-        return "the patched copy did not verify: " + "; ".join(check.why_not), False
-    why = refuse_reason(path, expected, root)  # the file may have changed meanwhile
-    if why:
-        return why, False
-    backup = path + ".graphstitch.bak"
-    try:
-        atomic_write(backup, old)
-        os.chmod(backup, os.stat(path).st_mode & 0o7777)
-        atomic_write(path, new)
-    except (WriteRefused, OSError) as e:
-        if os.path.exists(backup):
-            os.unlink(backup)
-        return f"not applied: {e}", False
-    return f"{diff}\napplied {fix.candidate} to {short_path(path)} (backup: {short_path(backup)})", True
+    why, ok = write_files(files, report.source_sha256, root,
+                          lambda: reverify(fix, report, spec, opts, files, root, timeout).why_not)
+    if not ok:
+        return why or "not applied", False
+    backups = ", ".join(short_path(p + ".graphstitch.bak") for p in files)
+    return f"{diff}\napplied {fix.candidate} to {', '.join(short_path(p) for p in files)} (backup: {backups})", True

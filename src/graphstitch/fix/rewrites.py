@@ -54,6 +54,7 @@ class Ctx:
     func: cst.FunctionDef | None
     target_file: str | None = None
     factory: str | None = None
+    overlay: dict[str, str] = field(default_factory=dict)
 
     def code(self, node: cst.CSTNode) -> str:
         return self.module.code_for_node(node)
@@ -131,14 +132,13 @@ def site_path(site: Site, root: str | None) -> tuple[str | None, str | None]:
 
 
 def proposals(site: Site, root: str | None, *, target_file: str | None = None, factory: str | None = None,
-              source: str | None = None) -> tuple[list[Rewrite], list[Refusal]]:
-    """Every rewrite the rules propose for this site, and the rules that refused (why)."""
+              overlay: dict[str, str] | None = None) -> tuple[list[Rewrite], list[Refusal]]:
+    """Every rewrite the rules propose for this site, and the rules that refused (why).
+    ``overlay`` (path -> text) stands for files already patched (`fix --all`)."""
     path, why = site_path(site, root)
     if path is None:
         return [], [Refusal("any", why or "no file")]
-    if source is None:
-        with open(path, encoding="utf-8") as f:
-            source = f.read()
+    source = _read(path, overlay)
     try:
         wrapper = MetadataWrapper(cst.parse_module(source))
     except cst.ParserSyntaxError as e:
@@ -152,7 +152,7 @@ def proposals(site: Site, root: str | None, *, target_file: str | None = None, f
     stmt = min(stmts, key=lambda n: _depth(n, idx.parents))
     func = _enclosing(stmt, idx.parents, cst.FunctionDef)
     ctx = Ctx(site, path, source, wrapper.module, idx.pos, idx.parents, stmt,
-              func if isinstance(func, cst.FunctionDef) else None, target_file, factory)
+              func if isinstance(func, cst.FunctionDef) else None, target_file, factory, overlay or {})
     out: list[Rewrite] = []
     refused: list[Refusal] = []
     for name, fn in _RULES:
@@ -163,16 +163,16 @@ def proposals(site: Site, root: str | None, *, target_file: str | None = None, f
             bad = next((p for p, text in r.files.items() if not _parses(text)), None)
             if bad:
                 refused.append(Refusal(name, f"the rewrite of {os.path.basename(bad)} does not parse; not offered"))
-            elif any(text == _read(p, path, source) for p, text in r.files.items()):
+            elif any(text == _read(p, overlay) for p, text in r.files.items()):
                 continue
             else:
                 out.append(r)
     return out, refused
 
 
-def _read(p: str, path: str, source: str) -> str:
-    if p == path:
-        return source
+def _read(p: str, overlay: dict[str, str] | None) -> str:
+    if overlay and p in overlay:
+        return overlay[p]
     with open(p, encoding="utf-8") as f:
         return f.read()
 
@@ -651,8 +651,7 @@ def _pass_sequence(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
     if not used:
         return
     p = sorted(used)[0]
-    with open(ctx.target_file, encoding="utf-8") as f:
-        tsrc = f.read() if ctx.target_file != ctx.path else ctx.source
+    tsrc = _read(ctx.target_file, ctx.overlay) if ctx.target_file != ctx.path else ctx.source
     tmod = cst.parse_module(tsrc) if ctx.target_file != ctx.path else ctx.module
     fac = next((n for n in tmod.body if isinstance(n, cst.FunctionDef) and n.name.value == ctx.factory), None)
     if fac is None:

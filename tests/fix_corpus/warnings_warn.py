@@ -1,0 +1,16 @@
+"""`warnings.warn` in a forward (deprecation paths in libraries)."""
+import warnings
+
+import torch
+
+
+def fn(x):
+    warnings.warn("fn is deprecated")  # BREAK
+    return x.sin()
+
+
+def target():
+    return [(fn, (torch.randn(3),), {})]
+
+
+EXPECT = 'config'
