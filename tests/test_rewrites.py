@@ -195,6 +195,11 @@ def test_apply_refuses_a_changed_file_then_writes_the_verified_rewrite(project, 
     (f,) = report.fixes
     assert f.verified and f.rule == "if-where" and f.strategy == "rewrite"
     assert "+    z = torch.where(y > 0, x * 2, -x)\n" in (f.patch or "")
+    # HTML: the verified patch side by side (before | after), highlighted, escaped
+    from graphstitch.render.html import render_html
+    page = render_html(report)
+    assert '<table class="patch">' in page and "trade-off: computes both branches" in page
+    assert page.count('<tr class="change">') == 4  # the 4-line `if` becomes one torch.where line
     original = path.read_text()
     path.write_text(original + "\n# edited\n")
     msg, ok = apply_best(report, "prog.py:target", OPTS, write=True)

@@ -643,8 +643,8 @@ def _pass_sequence(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
     """A generator or iterator argument -> the caller passes the sequence; iterate inside."""
     if ctx.func is None or ctx.target_file is None or ctx.factory is None:
         return
-    if not (ctx.site.gb_id in ("GB0811", "GB0221") or "iterator" in ctx.site.gb_type.lower()
-            or "generator" in (ctx.site.explanation + ctx.site.gb_type).lower()):
+    text = (ctx.site.gb_type + " " + ctx.site.explanation).lower()
+    if not (ctx.site.gb_id in ("GB0811", "GB4347") or "iterator" in text or "generator" in text):
         return
     params = [p.name.value for p in ctx.func.params.params]
     used = _names(ctx.stmt) & set(params)
