@@ -102,7 +102,7 @@ def fixes(report: FixReport, console: Console | None = None) -> None:
         for f in rows:
             b, a = f.before, f.after
             mark = "[bold green]VERIFIED[/]" if f.verified else "[red]rejected[/]"
-            console.print(f"  {mark} [{escape(f.strategy)}] {escape(f.candidate)} · graphs {b.graphs}→{a.graphs}"
+            console.print(f"  {mark} {escape(f'[{f.strategy}]')} {escape(f.candidate)} · graphs {b.graphs}→{a.graphs}"
                           f" · sites {b.sites}→{a.sites}")
             if f.tradeoff:
                 console.print(f"      [dim]trade-off: {escape(f.tradeoff)}[/]")
@@ -132,7 +132,7 @@ def fix_all(result: FixAll, console: Console | None = None) -> None:
     console.print(f"[bold]graphstitch fix --all[/] {escape(result.target)}: graphs {s.graphs}→{f.graphs} · "
                   f"sites {s.sites}→{f.sites} · break events {s.break_events}→{f.break_events}")
     for i, st in enumerate(result.steps, 1):
-        console.print(f"  {i}. [{escape(st.strategy)}] {escape(st.label)}: {escape(st.candidate)} (graphs → {st.graphs})")
+        console.print(f"  {i}. {escape(f'[{st.strategy}]')} {escape(st.label)}: {escape(st.candidate)} (graphs → {st.graphs})")
         console.print(f"      [dim]trade-off: {escape(st.tradeoff)}[/]")
     for r in result.remaining:
         console.print(f"  [yellow]left[/] {escape(r)}")
