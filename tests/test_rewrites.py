@@ -219,7 +219,8 @@ def test_fix_all_cli_diff_reaches_a_fixed_point(project, monkeypatch):
                         "-j", "2", "--json", "all.json"], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     # 3 graphs before: the fresh inputs take the other branch (one more resume function)
-    assert "graphs 3→1" in r.stdout and "1. [rewrite] GB0170 prog.py:7" in r.stdout and "combined patch, re-checked from the pristine files: VERIFIED" in r.stdout
+    assert "graphs 3→1" in r.stdout and "1. [rewrite] GB0170 prog.py:7" in r.stdout
+    assert "combined patch, re-checked from the pristine files: VERIFIED" in r.stdout
     assert "+    z = torch.where(y > 0, x * 2, -x)" in r.stdout
     import json
     data = json.loads((project / "all.json").read_text())

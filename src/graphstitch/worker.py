@@ -294,7 +294,15 @@ def census_job(job: Job, ctx: Context) -> tuple[int, Any]:
         # The reference loads first: the patched module, loaded second, is the one in
         # sys.modules under their common name (Dynamo re-imports it while tracing).
         if job.options.reference:
+            before = set(sys.modules)
             ref_factory = load_factory(job.options.reference)
+            # The user's own modules the original imported are forgotten (the original keeps
+            # them through its globals), so the patched target imports the patched copies.
+            from .paths import is_library
+            for name in set(sys.modules) - before:
+                f = getattr(sys.modules[name], "__file__", None)
+                if f and not is_library(f):
+                    del sys.modules[name]
             ref = functools.partial(_seeded_calls, ref_factory, job.options.reference)
             calls = _seeded_calls(load_factory(job.spec), job.spec)
         else:

@@ -31,4 +31,5 @@ def target():
     return [(Net(), (torch.randn(3, 4),), {})]
 
 
-EXPECT = 'none: torch.save is I/O; the region split still breaks at the disabled call (GB0098) and the write is external state no output check can verify'
+EXPECT = ('none: torch.save is I/O; the region split still breaks at the disabled call (GB0098) and the '
+          'write is external state no output check can verify')

@@ -5,7 +5,7 @@ import torch
 
 
 def fn(x):
-    warnings.warn("fn is deprecated")  # BREAK
+    warnings.warn("fn is deprecated")  # BREAK  # noqa: B028
     return x.sin()
 
 

@@ -9,6 +9,7 @@ import dataclasses
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from .. import worker
 from ..changes import diff, site_label
@@ -37,6 +38,7 @@ class Step:
 @dataclass
 class FixAll:
     """`graphstitch fix --all`: start and final counts, the steps, the combined patch."""
+    __computed__: ClassVar[tuple[str, ...]] = ("schema",)
     target: str
     start: Counts
     final: Counts
