@@ -296,6 +296,14 @@ def _item_keep_tensor(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
     yield Rewrite("item-keep-tensor", "rewrite", f"keep the 0-d tensor instead of {'/'.join(what)}()",
                   "the value stays a tensor: same math, but its dtype now takes part in type promotion",
                   {ctx.path: _add_import(swap(ctx, swaps), "import torch")})
+    # int(t) truncates a float value: keep that too (on an integer tensor the plain form is the one).
+    ints = [c for c in scalars if ctx.code(c.func) == "int"]
+    if ints:
+        trunc: dict[cst.CSTNode, object] = dict(swaps)
+        trunc.update({c: cst.parse_expression(f"torch.trunc({ctx.code(scalars[c])})") for c in ints})
+        yield Rewrite("item-keep-tensor", "rewrite", "keep the 0-d tensor, truncated like int()",
+                      "the value stays a (truncated) tensor: same math, but its dtype now takes part in type promotion",
+                      {ctx.path: _add_import(swap(ctx, trunc), "import torch")})
 
 
 def _plain_assigns(block: cst.BaseSuite) -> list[tuple[str, cst.BaseExpression]] | None:
