@@ -13,4 +13,5 @@ def target():
     return [(fn, (torch.randn(3),), {})]
 
 
-EXPECT = 'config'
+EXPECT = ('none: the warning is in the compiled function itself (no wrapper target); reorderable_logging_functi'
+          'ons would keep it, but warnings are not in the side-effect check, so nothing is offered as verified')
