@@ -1,5 +1,5 @@
-"""`.item()` whose Python value decides a Python branch (must be refused: keeping the tensor
-moves the break to the `if`)."""
+"""`.item()` whose Python value decides a Python branch: keeping the tensor alone would move
+the break to the `if`; keeping it AND turning the `if` into torch.where removes it."""
 import torch
 
 
@@ -15,4 +15,4 @@ def target():
     return [(clip_grad_like, (torch.randn(5),), {})]
 
 
-EXPECT = 'none: the value decides a Python if; keeping the tensor only moves the break'
+EXPECT = 'rewrite'

@@ -274,6 +274,10 @@ def _item_keep_tensor(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
     for st in ctx.later_in_func():
         test = getattr(st, "test", None)
         if test is not None and names & _names(test) and isinstance(st, (cst.If, cst.While)):
+            where = _where_return(ctx, st) if isinstance(st, cst.If) else None
+            if where is not None:  # the `if` it decides returns in both branches: torch.where too
+                swaps.update(where)
+                continue
             yield Refusal("item-keep-tensor", f"the value of {', '.join(sorted(names))} decides a Python "
                           f"`{'if' if isinstance(st, cst.If) else 'while'}` at line {ctx.pos[st]}: keeping the "
                           "tensor would move the break there")
@@ -357,20 +361,9 @@ def _if_where(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
                                              "import torch")})
         return
     # if cond: return a / (else:) return b
-    ret_a = _only_return(body)
-    if ret_a is not None:
-        if orelse is not None:
-            ret_b = _only_return(list(orelse.body) if isinstance(orelse, cst.IndentedBlock) else [])
-            drop = None
-        else:
-            nxt = _next_stmt(ctx, st)
-            ret_b = _only_return([nxt]) if nxt is not None else None
-            drop = nxt
-        if ret_b is not None:
-            new = cst.parse_statement(f"return torch.where({test}, {ctx.code(ret_a)}, {ctx.code(ret_b)})\n")
-            swaps: dict[cst.CSTNode, object] = {st: new.with_changes(leading_lines=st.leading_lines)}
-            if drop is not None:
-                swaps[drop] = cst.RemovalSentinel.REMOVE
+    if _only_return(body) is not None:
+        swaps = _where_return(ctx, st)
+        if swaps is not None:
             yield Rewrite("if-where-return", "rewrite", "returns in both branches -> return torch.where(...)",
                           "computes both branches; they must have the same shape and dtype",
                           {ctx.path: _add_import(swap(ctx, swaps), "import torch")})
@@ -405,6 +398,28 @@ def _if_where(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
                           "torch.cond traces both branches (one runs); their outputs must match in shape and dtype",
                           {ctx.path: _add_import(swap(ctx, {st: new.with_changes(leading_lines=st.leading_lines)}),
                                                  "import torch")})
+
+
+def _where_return(ctx: Ctx, st: cst.If) -> dict[cst.CSTNode, object] | None:
+    """`if c: return a` + `else: return b` (or a following `return b`) -> one
+    `return torch.where(c, a, b)`, as swaps; None when the `if` is not of that form."""
+    ret_a = _only_return(list(st.body.body) if isinstance(st.body, cst.IndentedBlock) else [])
+    orelse = st.orelse.body if isinstance(st.orelse, cst.Else) else None
+    if ret_a is None or isinstance(st.orelse, cst.If):
+        return None
+    drop = None
+    if orelse is not None:
+        ret_b = _only_return(list(orelse.body) if isinstance(orelse, cst.IndentedBlock) else [])
+    else:
+        drop = _next_stmt(ctx, st)
+        ret_b = _only_return([drop]) if drop is not None else None
+    if ret_b is None:
+        return None
+    new = cst.parse_statement(f"return torch.where({ctx.code(st.test)}, {ctx.code(ret_a)}, {ctx.code(ret_b)})\n")
+    swaps: dict[cst.CSTNode, object] = {st: new.with_changes(leading_lines=st.leading_lines)}
+    if drop is not None:
+        swaps[drop] = cst.RemovalSentinel.REMOVE
+    return swaps
 
 
 def _only_return(stmts: Sequence[cst.CSTNode]) -> cst.BaseExpression | None:
