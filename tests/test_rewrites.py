@@ -88,7 +88,7 @@ FAMILIES = [
     ("lazy_import", "hoist-import", "import scipy.special", "import scipy.special"),
     ("graph_break_loop", "drop-graph-break", "torch._dynamo.graph_break()  # BREAK", "pass"),
     ("deepcopy_tensor", "deepcopy-clone", "y = copy.deepcopy(x)  # BREAK", "y = x.clone()  # BREAK"),
-    ("tensor_bool_loop", "extract-hatch", "while x.norm() > 1:  # BREAK",
+    ("tensor_bool_loop", "extract-hatch", None,  # (difflib pairs the moved `while` with its copy)
      "@torch._dynamo.decorators.leaf_function  # graphstitch fix: runs eagerly, opaque to the compiler"),
     ("file_write_forward", "region-split", 'f.write("debug\\n")',
      "@torch.compiler.disable  # graphstitch fix: runs eagerly, between two compiled regions"),

@@ -13,4 +13,4 @@ def target():
     return [(step, (torch.randn(3, 4), torch.randn(4, 2)), {})]
 
 
-EXPECT = 'config'
+EXPECT = 'rewrite'
