@@ -565,7 +565,7 @@ and nonstrict_trace drop run-time side effects, as inductor does.
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help="Trials in parallel (default: CPU cores).")
 @click.option("--backend", default="aot_eager", show_default=True, help="torch.compile backend for the baseline and every trial.")
 @click.option("--site", "site_filter", default=None, help="Only sites whose 'GBxxxx path:line' contains this text.")
-@click.option("--candidate", "kinds", multiple=True, type=click.Choice(["config", "nonstrict_trace", "leaf_function",
+@click.option("--candidate", "kinds", multiple=True, type=click.Choice(["rewrite", "extract", "split", "config", "nonstrict_trace", "leaf_function",
               "custom_op", "allow_in_graph", "disable"]), help="Only try these kinds of candidate (repeatable).")
 @click.option("--diff", "show_diff", is_flag=True, help="Print a unified diff making the best verified candidate permanent.")
 @click.option("--apply", "do_apply", is_flag=True, help="Write that patch (after re-verifying it on a patched copy); keeps FILE.graphstitch.bak.")
@@ -575,14 +575,34 @@ and nonstrict_trace drop run-time side effects, as inductor does.
 @click.option("--html", "html_path", type=OUTPUT, help="Also write a self-contained HTML report (sites with their verified fixes).")
 @click.option("--measure", is_flag=True, help="For each verified fix, time the compiled target before and after it "
               "(alternating, same backend) and report the speedup.")
+@click.option("--all", "fix_everything", is_flag=True, help="Apply verified source rewrites site by site on a copy, "
+              "re-running the census after each, to a fixed point; report the final graph count. With --diff/--apply: "
+              "the combined patch (re-verified from the pristine files).")
 def fix(target: str, json_path: str | None, jobs: int | None, backend: str, site_filter: str | None,
         kinds: tuple[str, ...], show_diff: bool, do_apply: bool, grad: bool, timeout: float, html_path: str | None,
-        measure: bool) -> None:
+        measure: bool, fix_everything: bool) -> None:
     """Try fixes for every break in TARGET, verify each, and rank the verified ones."""
     check_target(target)
     from .fix import apply_best, run_fix
     from .render import terminal
     opts = Options(backend=backend, grad=grad)
+    if fix_everything:
+        from .fix.fixall import apply_all, fix_all
+        result, files = fix_all(target, opts, jobs=jobs or 2, timeout=timeout)
+        terminal.fix_all(result)
+        if json_path:
+            from .render import write_json
+            write_json(result, json_path)
+        if do_apply:
+            msg, ok = apply_all(result, files, target, opts, timeout=timeout)
+            if not ok:
+                fail(msg, EXIT_FAIL)
+            click.echo(msg)
+        elif show_diff:
+            if not result.verified:
+                fail("no verified combined patch: " + ("; ".join(result.why_not) or "no rewrite verified"), EXIT_FAIL)
+            click.echo(result.patch, nl=False)
+        return
     report = run_fix(target, opts, jobs=jobs, timeout=timeout, kinds=set(kinds) or None,
                      only=(lambda s: site_filter in f"{s.gb_id} {s.id.path}:{s.line}") if site_filter else None)
     if report.error and report.error.kind is ErrorKind.TARGET:

@@ -52,6 +52,9 @@ class Options:
     # `graphstitch fix` trials: also check a fresh random input set and side effects.
     fresh: bool = False
     patches: Patches | None = None
+    # A source-rewrite trial: the ORIGINAL target whose eager outputs and printed/logged
+    # output are the reference (the patched code's own eager run could share its mistake).
+    reference: str | None = None
 
     def as_config(self) -> dict[str, Any]:
         cfg: dict[str, Any] = {"backend": self.backend, "nested_graph_breaks": self.nested_graph_breaks,
