@@ -79,7 +79,8 @@ def test_rows_are_exact(whole):
     assert (site.gb_id, site.file, site.line, site.function) == ("GB0124", str(MOD), _line("ITEM"), "_breaking_body")
     assert site.id == SiteId("GB0124", REL, "_breaking_body", "s = y.sum().item() # ITEM")
     assert cannot.status is sw.Status.CREATE_ERROR and cannot.census is None and cannot.graphs is None
-    assert cannot.reason.endswith("the factory raised RuntimeError: needs a checkpoint we do not have")
+    assert cannot.reason.endswith(f"the factory raised RuntimeError at {MOD}:{_line('NO_CHECKPOINT')}: "
+                                  "needs a checkpoint we do not have")
     assert bug.status is sw.Status.EAGER_ERROR
     assert bug.reason == "RuntimeError: mat1 and mat2 shapes cannot be multiplied (4x3 and 5x5)"
     assert all(r.attempts == 1 and r.wall_seconds > 0 and r.peak_rss_mb and r.semantics == "fullgraph=False"

@@ -34,7 +34,7 @@ def breaking():
 
 
 def cannot_build():
-    raise RuntimeError("needs a checkpoint we do not have")
+    raise RuntimeError("needs a checkpoint we do not have")  # NO_CHECKPOINT
 
 
 def eager_bug():
