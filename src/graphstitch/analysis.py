@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import paths
+from . import costs, owners, paths
 from .jsonio import to_json
 from .model import (
     LOOP_GB,
@@ -164,6 +164,7 @@ class _Collected:
     output: dict[str, OutputGraph] = field(default_factory=dict)
     reports: list[BreakReport] = field(default_factory=list)
     recompiles: list[RecompileReasons] = field(default_factory=list)
+    cost: dict[str, Any] | None = None   # `census --cost` samples (a graphstitch run record)
 
     def located(self, cid: str) -> StackFrame | None:
         m = self.metrics.get(cid)
@@ -207,6 +208,8 @@ def _collect(events: Iterable[object], c: Census) -> _Collected:
             c.guards[ev.compile_id] = ev.text
         elif isinstance(ev, RunInfo):
             _apply_run_info(c, ev.data)
+            if isinstance(ev.data.get("cost_samples"), dict):
+                col.cost = ev.data["cost_samples"]
     return col
 
 
@@ -280,6 +283,7 @@ def _sites(col: _Collected, root: str | None) -> list[Site]:
             s.nesting_depth = max(s.nesting_depth, depth)
             s.frame_skipped = s.frame_skipped or skipped
             s.compile_ids.append(r.compile_id)
+        owners.add_route(sites[(gb_id, at.file, at.line)], r.traceback, root)
     out = list(sites.values())
     _number_occurrences(out)
     # Skipped frames cost the most (the whole frame runs eager), then the most reported.
@@ -350,4 +354,5 @@ def build_census(events: Iterable[object], *, target: str | None = None,
     c.sites = _sites(col, project_root)
     c.recompiles = _recompile_causes(col)
     c.frames, c.skipped_frames = _frames(col, project_root)
+    costs.attach(c, col.cost)
     return c
