@@ -314,6 +314,9 @@ def _recompile_causes(col: _Collected) -> list[RecompileCause]:
         cause.count += 1
         if fn not in cause.frames:
             cause.frames.append(fn)
+        named = re.match(r"tensor '([^']*)'", norm)
+        if named and not named.group(1).startswith("___"):   # each frame's own name for the input
+            cause.names.setdefault(fn, named.group(1))
         cause.compile_ids.append(rr.compile_id)
         if len(cause.examples) < 3:
             cause.examples.append(primary.strip())

@@ -194,6 +194,7 @@ class RecompileCause:
     advice: list[str] = field(default_factory=list)
     compile_seconds: float = 0.0   # what the recompiles of this cause cost to compile
     fan_out: str = ""              # why one changed input recompiled several frames (resume functions)
+    names: dict[str, str] = field(default_factory=dict)   # frame -> the tensor's name in that frame
 
 
 @dataclass
