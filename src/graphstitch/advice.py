@@ -266,6 +266,14 @@ DIFFERS = {
 }
 
 
+# Next steps whose playbook's first line is code that does not read as an action.
+NEXT = {
+    "GB0291": "move the logging call into a @torch._dynamo.decorators.leaf_function helper (runs eagerly, once per call)",
+    "GB0007": "wrap the call in a torch.library.custom_op with a register_fake",
+    "GB0059": "use torch._higher_order_ops.print('...{}', t) instead of print",
+}
+
+
 def next_step_for(site: Site, target: str | None) -> NextStep:
     """One recommended action and the command that proves it (`graphstitch fix` verifies it)."""
     book = PLAYBOOKS.get(site.gb_id)
@@ -275,9 +283,10 @@ def next_step_for(site: Site, target: str | None) -> NextStep:
     fam = strategy_for(site.gb_id)
     if site.frame_skipped and site.gb_id != "GB7000":
         action = f"Fix this break first in {at}: it is in a loop, so its whole frame runs eager"
+    elif site.gb_id in NEXT:
+        action = f"In {at}: {NEXT[site.gb_id]}"
     elif book is not None:
-        first = book["after"].splitlines()[0].split("  #")[0].strip().lstrip("# ")
-        action = f"In {at}: {STRATEGIES[fam]}: {first}"
+        action = f"In {at}: " + book["after"].splitlines()[0].split("  #")[0].strip().lstrip("# ")
     else:
         action = f"In {at}: {STRATEGIES[fam]}"
     if owner is not None and owner.chain:

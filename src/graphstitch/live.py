@@ -121,7 +121,7 @@ def counting_backend(sink: Sink, inner: Callable[..., Any] | None = None, wrap: 
         cid = dynamo.current_compile_id()
         sink(Record({"graphstitch_graph": {"compile_id": cid, "op_count": len(ops), "ops": ops}}))
         out = inner(gm, example_inputs) if inner is not None else gm.forward
-        return wrap(cid, out) if wrap is not None else out
+        return wrap(cid or "?", out) if wrap is not None else out
     return backend
 
 

@@ -65,7 +65,7 @@ def _merge(site: Site, r: Route) -> None:
             old.events += r.events
             return
     site.routes.append(r)
-    site.routes.sort(key=lambda x: -x.events)
+    site.routes.sort(key=lambda x: (not x.in_project, -x.events))   # your code first
 
 
 def attach(c: Census, project: str | None) -> Census:

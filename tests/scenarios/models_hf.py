@@ -21,13 +21,22 @@ def longformer():
     return model, (), {"input_ids": torch.randint(0, 100, (1, 16))}
 
 
-def hubert():
-    """Breaks in transformers' own code (a logger.debug reached through is_fsdp_managed_module),
-    called from the model file's encoder."""
-    from transformers import HubertConfig, HubertModel
+
+class Captioner(torch.nn.Module):
+    """A user's model around a transformers GPT-2 asked for its attentions: the break is in
+    transformers' own output-capturing code, reached from this file."""
+
+    def __init__(self):
+        super().__init__()
+        from transformers import GPT2Config, GPT2Model
+        self.gpt2 = GPT2Model(GPT2Config(vocab_size=100, n_embd=32, n_layer=2, n_head=2))
+        self.head = torch.nn.Linear(32, 4)
+
+    def forward(self, ids):
+        out = self.gpt2(ids, output_attentions=True)  # OWNER_GPT2
+        return self.head(out.last_hidden_state)
+
+
+def captioner():
     torch.manual_seed(0)
-    cfg = HubertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-                       conv_dim=(16, 16), conv_stride=(5, 2), conv_kernel=(10, 3), num_conv_pos_embeddings=16,
-                       num_conv_pos_embedding_groups=2, do_stable_layer_norm=False)
-    model = HubertModel(cfg).eval()
-    return model, (torch.randn(1, 400),), {}
+    return Captioner().eval(), (torch.randint(0, 100, (1, 16)),), {}

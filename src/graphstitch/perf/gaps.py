@@ -131,7 +131,8 @@ def cost_calls(cap: Any, calls: list[Call], opts: Options, **kw: Any) -> None:
     """run_calls with clocked graphs, then the cost samples on the capture (not when the
     calls failed: a failed call has no warm timeline)."""
     from ..live import run_calls
-    clock, compiled = Clock(), {}
+    clock = Clock()
+    compiled: dict[int, Callable[..., Any]] = {}
     run_calls(cap, calls, opts, wrap=clock.wrap, compiled=compiled)
     if cap.error is not None or not compiled:
         return

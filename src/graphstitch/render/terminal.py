@@ -13,10 +13,10 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from ..costs import cost_for
 from ..fix import FixReport
 from ..gate import Verdict
 from ..guards import GuardReport
-from ..costs import cost_for
 from ..model import Census, Site
 from ..owners import chain_text, group_line
 from ..paths import is_internal, short_path
@@ -152,8 +152,8 @@ def census(c: Census, console: Console | None = None, full_stack: bool = False) 
             console.print(f"[bold]{rc.count} recompile{'s' if rc.count != 1 else ''}[/] · "
                           f"compile {rc.compile_seconds:.2f} s · {escape(rc.reason)}")
             console.print(f"   frames: {escape(names)}")
-            for a in rc.advice:
-                console.print(f"   [magenta]Advice:[/] {escape(a)}")
+            for tip in rc.advice:
+                console.print(f"   [magenta]Advice:[/] {escape(tip)}")
 
     if c.skipped_frames:
         console.print("\n[bold underline]Skipped frames (ran fully eager)[/]")
