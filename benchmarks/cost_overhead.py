@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+os.environ.setdefault("OMP_NUM_THREADS", "1")  # a shared machine: no spinning thread pools
 TARGET = f"{ROOT / 'benchmarks' / 'targets' / 'cost_model.py'}:target"
 EXE = [str(Path(sys.executable).with_name("graphstitch"))]
 

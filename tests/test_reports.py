@@ -64,6 +64,12 @@ def test_owner_frame_is_the_project_line_not_the_library_line(project):
     assert res["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == "proj_model.py"
     assert res["relatedLocations"][0]["physicalLocation"]["region"]["startLine"] == site.line
     assert "proj_model.py:" in markdown([c])
+    # The next step's command selects exactly this site with `fix --site` (cli.fix's filter).
+    import shlex
+    args = shlex.split(site.next_step.command)
+    assert args[:3] == ["graphstitch", "fix", f"{proj / 'proj_model.py'}:target"] and args[3] == "--site"
+    assert [s for s in c.sites if args[4] in f"{s.gb_id} {s.id.path}:{s.line}"] == [site]
+    assert "proj_model.py" in site.next_step.action            # the action names your line
     # --project pointing into the package (its author's view): the library line is theirs.
     owners.attach(c, str(lib.parent))
     (r,) = [r for r in site.routes if r.in_project]
