@@ -213,6 +213,9 @@ def census(target: str | None, demo: bool, json_path: str | None, sarif_path: st
         fail("give exactly one of TARGET or --demo (see `graphstitch census --help`)")
     spec = "graphstitch.demo:demo" if demo else str(target)
     c = run_target(spec, **run_opts)
+    if run_opts.get("cost") and c.cost is None and c.error is None:
+        err_console.print("[yellow]graphstitch: warning:[/] no cost: the warm timing passes failed "
+                          "(the target fails when called again?)")
     from .advice import advise
     _show(advise(c), json_path, sarif_path, markdown_path, html_path, full_stack=full_stack)
 

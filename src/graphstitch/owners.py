@@ -85,8 +85,8 @@ def chain_text(r: Route, *, short: bool = True) -> str:
     """``modeling_x.py:418 -> transformers/utils/import_utils.py:75``: the owner, then each
     library frame down to the root cause (identity paths, so any checkout reads the same)."""
     def name(fr: StackEntry) -> str:
-        ident = paths.identity_path(fr.file, None)
-        return f"{os.path.basename(fr.file) if short and paths.where(fr.file) is not paths.Where.LIBRARY else ident}:{fr.line}"
+        lib = paths.where(fr.file) is paths.Where.LIBRARY
+        return f"{paths.identity_path(fr.file, None) if lib or not short else os.path.basename(fr.file)}:{fr.line}"
     return " -> ".join(name(fr) for fr in [r.owner, *r.chain])
 
 

@@ -30,6 +30,13 @@ def _yes_no(v: bool | None) -> str:
     return {True: "[green]yes[/]", False: "[bold red]NO[/]", None: "[dim]not checked[/]"}[v]
 
 
+def _say(console: Console, markup: str) -> None:
+    """Prose under a site, indented; wrapped lines keep the indent (readable in CI logs)."""
+    for line in Text.from_markup(markup).wrap(console, max(console.width - 3, 20)):
+        line.rstrip()
+        console.print(Text("   ") + line, no_wrap=True, overflow="fold")
+
+
 def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:.3g} ms"
 
@@ -114,29 +121,29 @@ def census(c: Census, console: Console | None = None, full_stack: bool = False) 
             r = s.owner
             if r is not None and r.chain:
                 who = "your code" if r.in_project else "entered at"
-                console.print(f"   [bold]{who}:[/] {escape(chain_text(r))}")
+                _say(console, f"[bold]{who}:[/] {escape(chain_text(r))}")
                 if r.owner.code:
                     _code(console, r.owner.line, r.owner.code)
                 group = group_line(s)
                 if group:
-                    console.print(f"   [yellow]{escape(group)}:[/] " + ", ".join(
+                    _say(console, f"[yellow]{escape(group)}:[/] " + ", ".join(
                         escape(f"{os.path.basename(x.owner.file)}:{x.owner.line}") for x in s.routes if x.in_project))
             if full_stack or s.nesting_depth > 1 or (r is not None and r.chain):
                 _stack(console, s, full_stack)
-            console.print(f"   [bold]{escape(s.gb_type)}[/]")
+            _say(console, f"[bold]{escape(s.gb_type)}[/]")
             if s.explanation:
-                console.print(f"   {escape(s.explanation[:400])}")
+                _say(console, f"{escape(s.explanation[:400])}")
             if s.hints:
-                console.print(f"   [green]Dynamo's hint:[/] {escape(s.hints[0][:400])}")
+                _say(console, f"[green]Dynamo's hint:[/] {escape(s.hints[0][:400])}")
             for a in s.advice[:1]:
-                console.print(f"   [magenta]Advice:[/] {escape(a.summary[:400])}")
+                _say(console, f"[magenta]Advice:[/] {escape(a.summary[:400])}")
             if sc and sc.gain_s > 0:
-                console.print(f"   [dim]joining this gap's code to its graphs saves up to {_ms(sc.gain_s)} per call[/]")
+                _say(console, f"[dim]joining this gap's code to its graphs saves up to {_ms(sc.gain_s)} per call[/]")
             step = s.next_step
             if step is not None:
-                console.print(f"   [bold green]Next:[/] {escape(step.action)}")
+                _say(console, f"[bold green]Next:[/] {escape(step.action)}")
                 if step.differs_from_dynamo:
-                    console.print(f"   [dim]Why not Dynamo's hint: {escape(step.differs_from_dynamo)}[/]")
+                    _say(console, f"[dim]Why not Dynamo's hint: {escape(step.differs_from_dynamo)}[/]")
                 # One line even when longer than the console: it is meant to be copied.
                 console.print(Text(f"     $ {step.command}", style="bold"), soft_wrap=True)
         if cost is not None and cost.unattributed is not None:
@@ -153,13 +160,13 @@ def census(c: Census, console: Console | None = None, full_stack: bool = False) 
                           f"compile {rc.compile_seconds:.2f} s · {escape(rc.reason)}")
             console.print(f"   frames: {escape(names)}")
             for tip in rc.advice:
-                console.print(f"   [magenta]Advice:[/] {escape(tip)}")
+                _say(console, f"[magenta]Advice:[/] {escape(tip)}")
 
     if c.skipped_frames:
         console.print("\n[bold underline]Skipped frames (ran fully eager)[/]")
         for f in c.skipped_frames:
             console.print(f"[bold]{escape(f.function)}[/] {escape(short_path(f.file))}:{f.line} · {escape(f.fail_type)}")
-            console.print(f"   {escape(f.reason)}")
+            _say(console, f"{escape(f.reason)}")
 
     if c.error:
         console.print(f"[bold red]error ({c.error.kind.value}):[/] {escape(c.error.message[:500])}")
