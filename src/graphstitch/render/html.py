@@ -124,6 +124,10 @@ def _view(c: Census, rank: Any) -> dict[str, Any]:
               "fixes": fixes_for(s.id) if fixes_for else [], "cost": cost_for(c, s.id),
               "chain": chain_text(s.owner) if s.owner is not None and s.owner.chain else None,
               "group": group_line(s)} for i, s in enumerate(c.sites, 1)]
+    if c.cost is not None:   # measured: rank by seconds per call, as the terminal does
+        sites.sort(key=lambda v: -v["cost"].seconds.median_s if v["cost"] else 0.0)
+        for i, v in enumerate(sites, 1):
+            v["i"] = i
     top_cost = max((v["cost"].seconds.median_s for v in sites if v["cost"]), default=0.0) or 1.0
     for v in sites:
         v["bar"] = round(100 * v["cost"].seconds.median_s / top_cost, 1) if v["cost"] else 0
