@@ -291,8 +291,16 @@ def next_step_for(site: Site, target: str | None) -> NextStep:
         action = f"In {at}: {STRATEGIES[fam]}"
     if owner is not None and owner.chain:
         action += f" (the break itself is in {os.path.basename(site.file)}:{site.line}, library code it calls)"
-    selector = f"{site.gb_id} {site.id.path}:{site.line}"
-    command = f"graphstitch fix {shlex.quote(target or 'TARGET')} --site {shlex.quote(selector)}"
+    spec = shlex.quote(target or "TARGET")
+    # `fix` can try something only for a config flag, or a wrapper on a function called
+    # from the compiled one (fix/candidates.py: the compiled entry itself is never wrapped).
+    # A break directly in the compiled function is an edit; a census after it proves it.
+    if site.nesting_depth > 1 or fam in ("config", "print_hop"):
+        selector = f"{site.gb_id} {site.id.path}:{site.line}"
+        command = f"graphstitch fix {spec} --site {shlex.quote(selector)}"
+    else:
+        command = f"graphstitch census {spec}"
+        action += "; then the census shows the site gone"
     return NextStep(action, command, DIFFERS.get(site.gb_id, ""))
 
 
