@@ -201,6 +201,28 @@ def test_apply_reverifies_writes_and_keeps_a_backup(skipped_copy, monkeypatch):
     assert after.sites == [] and after.graph_count == 1 and after.outputs_match_eager
 
 
+@pytest.mark.slow
+def test_apply_keeps_read_only_sources_and_earlier_backups(skipped_copy, monkeypatch):
+    proj, c = skipped_copy
+    path = proj / "skipped_helper.py"
+    original = path.read_bytes()
+    monkeypatch.chdir(proj)
+    path.chmod(0o444)
+    try:
+        msg, ok = apply_best(c, "skipped_helper.py:factory", OPTS, write=True)
+        assert not ok and "is read-only (mode 444); not writing it" in msg
+        assert path.read_bytes() == original and not list(proj.glob("*.graphstitch.bak*"))
+    finally:
+        path.chmod(0o644)
+    earlier = proj / "skipped_helper.py.graphstitch.bak"
+    earlier.write_text("an earlier backup the user keeps")
+    msg, ok = apply_best(c, "skipped_helper.py:factory", OPTS, write=True)
+    assert ok, msg
+    assert earlier.read_text() == "an earlier backup the user keeps"
+    assert (proj / "skipped_helper.py.graphstitch.bak.2").read_bytes() == original
+    assert os.stat(path).st_mode & 0o777 == 0o644
+
+
 def test_fix_cli_help_and_bad_target(tmp_path):
     from click.testing import CliRunner
 

@@ -203,9 +203,14 @@ def advice_for(site: Site) -> list[Advice]:
         out.append(Advice(fam, f"In {where}: {site.gb_type or entry.get('Gb_type', gid)}. Try {STRATEGIES[fam]}.",
                           " ".join([text] + hints).strip()))
     if site.frame_skipped and gid != "GB7000":
-        out.insert(0, Advice("rewrite", f"In {where}: this break is inside a loop, so the whole frame ran eager; "
-                                        "fixing it (or moving it out of the loop) matters most.",
-                             PLAYBOOKS["GB7000"]["cause"], curated=True))
+        # Only a GB7000 in the chain says "loop"; a frame can be skipped for other reasons.
+        if "GB7000" in site.gb_chain:
+            out.insert(0, Advice("rewrite", f"In {where}: this break is inside a loop, so the whole frame ran "
+                                            "eager; fixing it (or moving it out of the loop) matters most.",
+                                 PLAYBOOKS["GB7000"]["cause"], curated=True))
+        else:
+            out.insert(0, Advice("rewrite", f"In {where}: Dynamo skipped the whole frame at this break, so it "
+                                            "ran eager; fixing this break matters most.", curated=True))
     return out
 
 

@@ -25,6 +25,7 @@ from .model import (
     Census,
     Checks,
     ErrorInfo,
+    ErrorKind,
     FrameCompile,
     FrameId,
     Graph,
@@ -37,8 +38,11 @@ from .model import (
 )
 from .records import (
     COLLECTIVE_NAMESPACES,
+    UNKNOWN_COMPILE_ID,
     BackendGraph,
     BreakReport,
+    CollectiveSchedule,
+    FrameError,
     FrameMetrics,
     FrameStart,
     Guards,
@@ -48,6 +52,7 @@ from .records import (
     StackFrame,
     compile_order,
     frame_key,
+    recompile_index,
 )
 
 # ----------------------------------------------------------------------------- GB registry
@@ -98,8 +103,9 @@ def user_stack(tb: list[StackFrame]) -> list[StackFrame]:
 
 def original_name(function: str) -> str:
     """A resume function's name is its frame's original function (torch_dynamo_resume_in_f_at_12 -> f)."""
-    m = _RESUME_RE.match(function)
-    return m.group(1) if m else function
+    while (m := _RESUME_RE.match(function)) is not None:
+        function = m.group(1)
+    return function
 
 
 def _nesting_depth(tb: list[StackFrame], compiled: StackFrame | None) -> int:
@@ -140,7 +146,8 @@ def normalize_guard_failure(reason: str) -> str:
 def _cause_key(normalized: str) -> str:
     # A changed input fans out into every resume function, where the same tensor has another
     # local name ('x', '___stack', 'y'): tensor-metadata failures group by kind + dim only.
-    return re.sub(r"^tensor '[^']*'", "tensor", normalized)
+    # Older torch names the tensor by its source (tensor 'L['x']'): quotes inside [...] are part of it.
+    return re.sub(r"^tensor '(?:[^']|(?<=\[)'|'(?=\]))*'", "tensor", normalized)
 
 
 def _primary_reason(reasons: list[str]) -> str:
@@ -153,25 +160,47 @@ def _primary_reason(reasons: list[str]) -> str:
 
 # ----------------------------------------------------------------------------- analysis
 
+def _merge_metrics(into: FrameMetrics, more: FrameMetrics) -> None:
+    """Several metrics records for one compile (a restart, a later backward compile): what the
+    first one left empty, a later one fills in; restart reasons add up."""
+    for name in FrameMetrics.__slots__:
+        if name == "restart_reasons":
+            into.restart_reasons += [r for r in more.restart_reasons if r not in into.restart_reasons]
+        elif getattr(into, name) in (None, "?", 0) and getattr(more, name) not in (None, "?", 0):
+            setattr(into, name, getattr(more, name))
+
+
 @dataclass
 class _Collected:
-    """The events of one run, sorted by kind (first record of a kind per compile id wins,
-    except metrics, where the last one is the finished compile)."""
+    """The events of one run, sorted by kind (first record of a kind per compile id wins;
+    metrics records of one compile are merged)."""
     starts: dict[str, FrameStart] = field(default_factory=dict)
     metrics: dict[str, FrameMetrics] = field(default_factory=dict)
     graph_order: list[str] = field(default_factory=list)
     backend: dict[str, BackendGraph] = field(default_factory=dict)
     output: dict[str, OutputGraph] = field(default_factory=dict)
+    schedules: dict[str, list[str]] = field(default_factory=dict)
     reports: list[BreakReport] = field(default_factory=list)
     recompiles: list[RecompileReasons] = field(default_factory=list)
     cost: dict[str, Any] | None = None   # `census --cost` samples (a graphstitch run record)
+    errors: dict[str, FrameError] = field(default_factory=dict)
 
     def located(self, cid: str) -> StackFrame | None:
         m = self.metrics.get(cid)
         if m is not None and m.function != "?":
             return StackFrame(m.file, m.line, m.function)
         s = self.starts.get(cid)
+        if not self.metrics and self.stack_ends_at_caller:
+            # torch 2.3 wrote no metrics, and its dynamo_start stack ends at the caller, not at
+            # the compiled frame: the graph's first "# File: F:L in NAME" names the frame.
+            o = self.output.get(cid)
+            return StackFrame(o.first_op.file, o.first_op.line, o.first_op.function) if o and o.first_op else None
         return s.stack[-1] if s and s.stack else None
+
+    @functools.cached_property
+    def stack_ends_at_caller(self) -> bool:
+        # Old layout: the first compile's stack ends in torch's own eval_frame wrapper.
+        return any(s.stack and paths.is_internal(s.stack[-1].file) for s in self.starts.values())
 
     def compiled_frame(self, cid: str) -> StackFrame | None:
         # A compile refused at the recompile limit carries no code location: any other
@@ -190,9 +219,15 @@ def _collect(events: Iterable[object], c: Census) -> _Collected:
     col = _Collected()
     for ev in events:
         if isinstance(ev, FrameStart):
-            col.starts.setdefault(ev.compile_id, ev)
+            if ev.compile_id != UNKNOWN_COMPILE_ID:
+                col.starts.setdefault(ev.compile_id, ev)
         elif isinstance(ev, FrameMetrics):
-            col.metrics[ev.compile_id] = ev
+            if ev.compile_id in col.metrics:
+                _merge_metrics(col.metrics[ev.compile_id], ev)
+            else:
+                col.metrics[ev.compile_id] = ev
+        elif isinstance(ev, CollectiveSchedule):
+            col.schedules.setdefault(ev.compile_id, []).extend(ev.ops)
         elif isinstance(ev, (OutputGraph, BackendGraph)):
             if ev.compile_id not in col.graph_order:
                 col.graph_order.append(ev.compile_id)
@@ -210,6 +245,8 @@ def _collect(events: Iterable[object], c: Census) -> _Collected:
             _apply_run_info(c, ev.data)
             if isinstance(ev.data.get("cost_samples"), dict):
                 col.cost = ev.data["cost_samples"]
+        elif isinstance(ev, FrameError):
+            col.errors.setdefault(ev.compile_id, ev)
     return col
 
 
@@ -221,6 +258,10 @@ def _apply_run_info(c: Census, d: dict[str, Any]) -> None:
     c.config.update(d.get("config") or {})
     if "calls" in d:
         c.calls = d["calls"]
+    if isinstance(d.get("completed"), bool):
+        c.completed = d["completed"]
+    if isinstance(d.get("dynamo_counts"), dict):
+        c.config["dynamo_counts"] = d["dynamo_counts"]
     if "outputs_match_eager" in d:
         c.outputs_match_eager = d["outputs_match_eager"]
     if d.get("output_mismatch"):
@@ -240,7 +281,8 @@ def _graphs(col: _Collected) -> list[Graph]:
         out.append(Graph(cid, fr.file, fr.line, original_name(fr.function),
                          b.op_count if b else (m.graph_op_count if m else None), ops,
                          list(o.collectives) if o else
-                         [op for op in ops if op.split(".")[0] in COLLECTIVE_NAMESPACES]))
+                         [op for op in ops if op.split(".")[0] in COLLECTIVE_NAMESPACES],
+                         col.schedules.get(cid)))
     return out
 
 
@@ -290,6 +332,50 @@ def _sites(col: _Collected, root: str | None) -> list[Site]:
     return sorted(out, key=lambda s: (not s.frame_skipped, -s.events, s.file, s.line, s.gb_id))
 
 
+_RESUME_AT_RE = re.compile(r"^torch_dynamo_resume_in_(.+)_at_(\d+)$")
+
+
+def _inferred_sites(col: _Collected, root: str | None) -> list[Site]:
+    """Sites for a log without break reports (torch before 2.6): each resume function
+    ``torch_dynamo_resume_in_FN_at_LINE`` that was compiled or called says Dynamo broke FN's
+    graph at LINE. The reason comes from the restart reasons of the compile of FN that ran up
+    to that line, when the metrics carry them. Marked approximate."""
+    seen: dict[tuple[str, str], set[str]] = {}  # (file, resume name) -> compile ids of it
+    for cid in sorted(set(col.metrics) | set(col.starts) | set(col.output), key=compile_order):
+        fr = col.located(cid)
+        if fr is not None and _RESUME_AT_RE.match(fr.function):
+            seen.setdefault((fr.file, fr.function), set()).add(cid)
+        for caller in (col.starts[cid].stack if cid in col.starts else []):
+            if _RESUME_AT_RE.match(caller.function):
+                seen.setdefault((caller.file, caller.function), set())
+    sites = []
+    for (file, name), cids in seen.items():
+        if file.startswith("<interned "):
+            continue  # the intern table entry was lost (a cut log): no file to name
+        m = _RESUME_AT_RE.match(name)
+        assert m is not None
+        fn, line = original_name(m.group(1)), int(m.group(2))
+        # The compile that ran up to LINE: the one of FN that starts closest above it.
+        before = [x for x in col.metrics.values() if x.file == file and original_name(x.function) == fn
+                  and x.line < line]
+        nearest = max((x.line for x in before), default=None)
+        reasons = [r for x in before if x.line == nearest for r in x.restart_reasons]
+        reason = reasons[0].strip() if reasons else ""
+        first = reason.splitlines()[0] if reason else ""
+        gb_id, entry = gb_info(None, first)
+        sites.append(Site(
+            id=SiteId(gb_id, paths.identity_path(file, root), fn, _anchor("", line)),
+            gb_id=gb_id, gb_type=first or "graph break (inferred)", file=file, line=line, function=fn, code="",
+            events=max(1, len(cids)),
+            explanation=(f"Approximate: inferred from the resume function {name} (this log has no graph-break "
+                         "reports; torch before 2.6 wrote none): the line is where Dynamo resumed"
+                         + ("; the type is the compile's restart reason." if first else
+                            "; the reason is not in the log.")),
+            hints=list(entry.get("Hints", [])), compile_ids=sorted(cids, key=compile_order), gb_chain=[gb_id],
+            approximate=True))
+    return sorted(sites, key=lambda s: (s.file, s.line))
+
+
 def _anchor(code: str, line: int) -> str:
     return normalize_code(code) or f"line {line}"
 
@@ -320,7 +406,21 @@ def _recompile_causes(col: _Collected) -> list[RecompileCause]:
         cause.compile_ids.append(rr.compile_id)
         if len(cause.examples) < 3:
             cause.examples.append(primary.strip())
+    if not col.recompiles:
+        # Older torch (2.3) wrote no recompile reasons: a compile F/R with R > 0 is still a recompile.
+        for cid in sorted(set(col.starts) | set(col.metrics), key=compile_order):
+            if recompile_index(cid) > 0:
+                fr = col.compiled_frame(cid)
+                fn = original_name(fr.function) if fr else "?"
+                cause = causes.setdefault(UNKNOWN_RECOMPILE, RecompileCause(UNKNOWN_RECOMPILE, 0))
+                cause.count += 1
+                if fn not in cause.frames:
+                    cause.frames.append(fn)
+                cause.compile_ids.append(cid)
     return sorted(causes.values(), key=lambda x: (-x.count, x.reason))
+
+
+UNKNOWN_RECOMPILE = "reason not in the log (older torch wrote no recompile reasons)"
 
 
 def _frames(col: _Collected, root: str | None) -> tuple[list[FrameCompile], list[SkippedFrame]]:
@@ -329,13 +429,18 @@ def _frames(col: _Collected, root: str | None) -> tuple[list[FrameCompile], list
         m = col.metrics.get(cid)
         fr = col.compiled_frame(cid) or StackFrame("?", 0, "?")
         frames.append(FrameCompile(cid, fr.file, fr.line, fr.function,
-                                   round(m.compile_seconds, 6) if m else 0.0,
+                                   round(m.compile_seconds or 0.0, 6) if m else 0.0,
                                    m.guard_count if m else None, cid in col.graph_order,
                                    m.fail_type if m else None))
         if m and m.fail_type:
             reason = (m.fail_reason or "").strip().splitlines()
             fn = original_name(fr.function)
-            skipped.append(SkippedFrame(FrameId(paths.identity_path(fr.file, root), fn), cid, fr.file, fr.line,
+            # The failing line, not the def line: the innermost "from user code" frame in this
+            # frame's file, else the metrics' failing frame when it is in this file.
+            err = col.errors.get(cid)
+            in_file = [n for f, n in (err.user_frames if err else []) if f == fr.file]
+            line = in_file[-1] if in_file else m.fail_line if m.fail_line and m.fail_file == fr.file else fr.line
+            skipped.append(SkippedFrame(FrameId(paths.identity_path(fr.file, root), fn), cid, fr.file, line,
                                         fn, m.fail_type, reason[0] if reason else ""))
     seen: Counter[FrameId] = Counter()
     for sf in sorted(skipped, key=lambda s: s.line):
@@ -354,8 +459,29 @@ def build_census(events: Iterable[object], *, target: str | None = None,
     if target is not None:
         c.target = target
     c.graphs = _graphs(col)
-    c.sites = _sites(col, project_root)
+    c.sites = _sites(col, project_root) if col.reports else _inferred_sites(col, project_root)
     c.recompiles = _recompile_causes(col)
     c.frames, c.skipped_frames = _frames(col, project_root)
+    _verify_capture(c, col)
     costs.attach(c, col.cost)
     return c
+
+
+def _verify_capture(c: Census, col: _Collected) -> None:
+    """Check the records against what else is known, so a torch that moved its trace logger or
+    changed its message layout cannot make a run look clean."""
+    torch_v = f"torch {c.torch_version or '?'}"
+    counts = c.config.get("dynamo_counts") or {}
+    dynamo_records = bool(col.starts or col.metrics or col.output)
+    if col.backend and not dynamo_records:
+        c.error = c.error or ErrorInfo(
+            ErrorKind.CAPTURE, f"{len(col.backend)} graph(s) were compiled but {torch_v} sent no Dynamo trace "
+            "records to graphstitch: break sites and recompiles cannot be counted with this torch")
+    elif counts.get("graph_breaks", 0) > 0 and not col.reports:
+        c.error = c.error or ErrorInfo(
+            ErrorKind.CAPTURE, f"Dynamo counted {counts['graph_breaks']} graph break(s) but {torch_v} sent no "
+            "break report graphstitch could read: the break-report layout may have changed")
+    unknown = [s for s in c.sites if s.gb_id == UNKNOWN_GB]
+    if unknown:
+        c.warnings.append(f"{len(unknown)} break site(s) have no GB id: {torch_v} wrote a break report whose "
+                          "layout graphstitch does not know; their type and advice may be wrong")

@@ -47,6 +47,9 @@ class CensusDiff:
     recompiles: Change = field(default_factory=lambda: Change(0, 0))
     first_graph_difference: int | None = None       # index into the graph sequences
     first_collective_difference: int | None = None  # index into the collectives, graph by graph
+    # index into the collectives Inductor's compiled graphs run (its schedule), graph by graph;
+    # None also when neither census has a schedule
+    first_schedule_difference: int | None = None
 
     @property
     def regressions(self) -> bool:
@@ -60,7 +63,8 @@ class CensusDiff:
         """Nothing differs that a census compares (what `ranks` calls symmetric)."""
         return not (self.new_sites or self.gone_sites or self.site_events or self.new_skipped
                     or self.gone_skipped or self.new_causes or self.gone_causes or self.cause_counts
-                    or self.first_graph_difference is not None or self.first_collective_difference is not None)
+                    or self.first_graph_difference is not None or self.first_collective_difference is not None
+                    or self.first_schedule_difference is not None)
 
 
 def site_key(match_gb: bool) -> Callable[[Site], Hashable]:
@@ -97,12 +101,19 @@ def diff(before: Census, after: Census, *, match_gb: bool = True) -> CensusDiff:
     d.first_graph_difference = _first_difference([_graph_sig(g) for g in before.graphs],
                                                  [_graph_sig(g) for g in after.graphs])
     d.first_collective_difference = _first_difference(collective_sequence(before), collective_sequence(after))
+    d.first_schedule_difference = _first_difference(schedule_sequence(before), schedule_sequence(after))
     return d
 
 
 def collective_sequence(c: Census) -> list[str]:
     """The collectives of the compiled graphs in compile order: the order a rank enters them."""
     return [op for g in c.graphs for op in g.collectives]
+
+
+def schedule_sequence(c: Census) -> list[str]:
+    """The collectives Inductor's compiled graphs run, in compile order then schedule order
+    (graphs without a schedule artifact add nothing)."""
+    return [op for g in c.graphs for op in (g.schedule or [])]
 
 
 def _graph_sig(g: Graph) -> tuple[object, ...]:

@@ -38,6 +38,26 @@ them are seen. fn may be an nn.Module or any callable; graphstitch compiles it i
 err_console = Console(stderr=True, highlight=False, emoji=False)  # "x.py:factory:" is not an emoji
 
 
+class _Output(click.Path):
+    """A report file to write: refused at parse time (one line, exit 2) when it exists and
+    must not be replaced, so a long run never ends in a write it cannot do."""
+
+    def __init__(self) -> None:
+        super().__init__(dir_okay=False)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        from .files import WriteRefused, check_writable
+        path = super().convert(value, param, ctx)
+        try:
+            check_writable(str(path))
+        except WriteRefused as e:
+            fail(str(e))
+        return path
+
+
+OUTPUT = _Output()
+
+
 def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     """One clear line on stderr and a documented exit code; never a traceback."""
     from rich.markup import escape
@@ -46,7 +66,16 @@ def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     sys.exit(code)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+class _Group(click.Group):
+    def invoke(self, ctx: click.Context) -> Any:
+        from .files import WriteRefused
+        try:
+            return super().invoke(ctx)
+        except WriteRefused as e:  # any report/baseline/source write refused: one line, exit 2
+            fail(str(e))
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="graphstitch")
 def main() -> None:
     """Find, explain and eliminate torch.compile graph breaks and recompiles.
@@ -55,6 +84,8 @@ def main() -> None:
     the README's "Definitions" section says what a graph, a break event, a break site and a
     recompile cause are.
     """
+    import warnings
+    warnings.filterwarnings("ignore", message="Failed to initialize NumPy")  # see procs.child_env
 
 
 def _dynamic(value: str) -> bool | None:
@@ -91,11 +122,11 @@ def target_options(f: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def ci_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    f = click.option("--html", "html_path", type=click.Path(dir_okay=False),
+    f = click.option("--html", "html_path", type=OUTPUT,
                      help="Write a self-contained HTML report (opens from disk, no network).")(f)
-    f = click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False),
+    f = click.option("--markdown", "markdown_path", type=OUTPUT,
                      help="Write a Markdown summary (for PR comments); also appended to $GITHUB_STEP_SUMMARY when set.")(f)
-    return click.option("--sarif", "sarif_path", type=click.Path(dir_okay=False),
+    return click.option("--sarif", "sarif_path", type=OUTPUT,
                         help="Write SARIF 2.1.0 (one result per break site and recompile cause) for code scanning.")(f)
 
 
@@ -180,8 +211,12 @@ def run_target(spec: str, *, timeout: float | None, in_process: bool, project: s
 
 
 def target_failure(c: Census) -> str:
-    assert c.error is not None
-    return f"target failed ({c.error.kind.value}): {c.error.headline}"
+    e = c.error
+    assert e is not None
+    if e.kind is ErrorKind.CAPTURE:
+        return f"capture not verified: {e.headline}"
+    lead = f"{e.type} at {e.where}: " if e.type and e.where and e.kind is not ErrorKind.EXIT else ""
+    return f"target failed ({e.kind.value}): {lead}{e.headline}"
 
 
 def write_ci_reports(censuses: list[Census], sarif_path: str | None, markdown_path: str | None,
@@ -197,7 +232,7 @@ def write_ci_reports(censuses: list[Census], sarif_path: str | None, markdown_pa
 @main.command(epilog=TARGET_HELP + "\n" + EXIT_CODES_HELP)
 @click.argument("target", required=False)
 @click.option("--demo", is_flag=True, help="Run the built-in demo model (several kinds of breaks and a recompile).")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Also write the census as JSON (schema in README).")
+@click.option("--json", "json_path", type=OUTPUT, help="Also write the census as JSON (schema in README).")
 @click.option("--cost", is_flag=True, help="Also time each compiled region and each eager gap of warm calls, "
               "attribute each gap to its break site and rank sites by seconds per call.")
 @click.option("--fullgraph-semantics", is_flag=True, help="Report what a fullgraph=True compile would fail on "
@@ -379,7 +414,7 @@ Exit codes:
 @click.option("--recompile-limit", type=click.IntRange(min=1), default=None,
               help="Patch torch._dynamo.config.recompile_limit for this run (default: torch's, 8).")
 @click.option("--full", is_flag=True, help="Print every guard of every cache entry, not only the differences.")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Also write the result as JSON.")
+@click.option("--json", "json_path", type=OUTPUT, help="Also write the result as JSON.")
 @compile_options
 def guards(target: str, repeat: int | None, vary: str | None, sizes: str | None, recompile_limit: int | None,
            full: bool, json_path: str | None, **compile_opts: Any) -> None:
@@ -455,9 +490,9 @@ Exit codes:
 @click.option("--warmup", type=click.IntRange(min=0), default=3, show_default=True, help="Untimed passes per side before timing.")
 @click.option("--max-seconds", type=click.FloatRange(min=0, min_open=True), default=30.0, show_default=True,
               help="Stop timing a variant after this long even if the median is not yet stable.")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the results as JSON.")
-@click.option("--svg", "svg_path", type=click.Path(dir_okay=False), help="Write a bar chart of latencies and compile times as SVG.")
-@click.option("--html", "html_path", type=click.Path(dir_okay=False), help="Write a self-contained HTML page: the chart and the table.")
+@click.option("--json", "json_path", type=OUTPUT, help="Write the results as JSON.")
+@click.option("--svg", "svg_path", type=OUTPUT, help="Write a bar chart of latencies and compile times as SVG.")
+@click.option("--html", "html_path", type=OUTPUT, help="Write a self-contained HTML page: the chart and the table.")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, help="Kill any measuring process after S seconds (exit 3).")
 def perf(target: str | None, demo: bool, backend: str, regional: bool, block: str | None, repeats: int, warmup: int,
          max_seconds: float, json_path: str | None, svg_path: str | None, html_path: str | None,
@@ -521,7 +556,7 @@ pass its arguments after `--`: graphstitch ranks --script train.py -- --epochs 1
 @click.option("--script", type=click.Path(exists=True, dir_okay=False, resolve_path=True), help="Run this script on each rank instead of a TARGET.")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=300, show_default=True,
               help="Kill every rank after S seconds; ranks still running are reported as hung (exit 3).")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the comparison and each rank's census as JSON.")
+@click.option("--json", "json_path", type=OUTPUT, help="Write the comparison and each rank's census as JSON.")
 @click.option("--trace-dir", type=click.Path(file_okay=False), help="Keep each rank's trace file (TORCH_TRACE format) in this folder.")
 @click.option("--backend", default="counting", show_default=True, help="torch.compile backend for TARGET (as in `census`).")
 @click.option("--no-eager-check", is_flag=True, help="Skip the eager reference run of TARGET's calls.")
@@ -578,7 +613,7 @@ and nonstrict_trace drop run-time side effects, as inductor does.
 @main.command(epilog=FIX_HELP + "\n" + TARGET_HELP + "\n" + EXIT_CODES_HELP.replace(
     "  3  the target", "  1  --apply: nothing verified to apply, refused, or re-verification failed\n  3  the target"))
 @click.argument("target")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the census with advice and fixes[] as JSON.")
+@click.option("--json", "json_path", type=OUTPUT, help="Write the census with advice and fixes[] as JSON.")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help="Trials in parallel (default: CPU cores).")
 @click.option("--backend", default="aot_eager", show_default=True, help="torch.compile backend for the baseline and every trial.")
 @click.option("--site", "site_filter", default=None, help="Only sites whose 'GBxxxx path:line' contains this text.")
@@ -589,7 +624,7 @@ and nonstrict_trace drop run-time side effects, as inductor does.
 @click.option("--grad", is_flag=True, help="Run the calls with autograd enabled.")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=600.0, show_default=True,
               help="Kill one census after S seconds.")
-@click.option("--html", "html_path", type=click.Path(dir_okay=False), help="Also write a self-contained HTML report (sites with their verified fixes).")
+@click.option("--html", "html_path", type=OUTPUT, help="Also write a self-contained HTML report (sites with their verified fixes).")
 @click.option("--measure", is_flag=True, help="For each verified fix, time the compiled target before and after it "
               "(alternating, same backend) and report the speedup.")
 @project_option
@@ -641,15 +676,16 @@ TRACE_EXIT_HELP = """\b
 Exit codes:
   0  the trace was read (with or without graph breaks); several ranks: they are symmetric
   1  several ranks, and they diverge (as `graphstitch ranks` reports it)
-  2  PATH missing, holds no TORCH_TRACE logs, or no record could be read
+  2  PATH missing, holds no TORCH_TRACE logs, no record could be read, or no Dynamo
+     compile is in it (an export / AOTInductor-only log)
 """
 
 
 @main.command(epilog=TRACE_EXIT_HELP)
 @click.argument("path", type=click.Path())
 @click.option("--rank", type=int, default=None, help="Multi-rank logs: show this rank in the terminal (default: the lowest).")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Also write the census as JSON; several ranks give {\"ranks\": {RANK: census}}.")
-@click.option("--html", "html_path", type=click.Path(dir_okay=False), help="Also write a self-contained HTML report (a rank selector for several ranks).")
+@click.option("--json", "json_path", type=OUTPUT, help="Also write the census as JSON; several ranks give {\"ranks\": {RANK: census}}.")
+@click.option("--html", "html_path", type=OUTPUT, help="Also write a self-contained HTML report (a rank selector for several ranks).")
 def trace(path: str, rank: int | None, json_path: str | None, html_path: str | None) -> None:
     """Census of a TORCH_TRACE log: a file, a directory of them, or a multi-rank directory.
 
@@ -659,7 +695,7 @@ def trace(path: str, rank: int | None, json_path: str | None, html_path: str | N
     they exist on this machine.
     """
     from .render import terminal
-    from .traces import TraceError, censuses_from_path, source_context
+    from .traces import NO_DYNAMO_COMPILE, TraceError, censuses_from_path, source_context
 
     try:
         censuses = censuses_from_path(path)
@@ -667,6 +703,8 @@ def trace(path: str, rank: int | None, json_path: str | None, html_path: str | N
         fail(str(e))
     if not any(c.trace_stats.records for c in censuses.values()):
         fail(f"no TORCH_TRACE records could be read from {path}")
+    if all(c.error is not None and c.error.message == NO_DYNAMO_COMPILE for c in censuses.values()):
+        fail(f"{path}: {NO_DYNAMO_COMPILE}")
     if rank is not None and rank not in censuses:
         fail(f"no logs for rank {rank} in {path} (ranks: {', '.join(str(r) for r in censuses)})")
     shown = censuses[rank if rank is not None else next(iter(censuses))]
@@ -710,8 +748,8 @@ Exit codes:
 
 @main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
               epilog=RUN_EXIT_HELP)
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Also write the census as JSON.")
-@click.option("--html", "html_path", type=click.Path(dir_okay=False), help="Also write a self-contained HTML report.")
+@click.option("--json", "json_path", type=OUTPUT, help="Also write the census as JSON.")
+@click.option("--html", "html_path", type=OUTPUT, help="Also write a self-contained HTML report.")
 @project_option
 @click.argument("script", type=click.Path())
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)

@@ -137,6 +137,17 @@ def quiet_dynamo_warnings() -> None:
         torch._logging.set_logs(dynamo=logging.ERROR)  # type: ignore[attr-defined]
 
 
+def counts() -> dict[str, int]:
+    """Dynamo's own tallies since the last reset (torch._dynamo.utils.counters): graph breaks
+    and unique graphs. The census checks its records against them; {} where unavailable."""
+    try:
+        c = torch._dynamo.utils.counters
+        return {"graph_breaks": int(sum(c["graph_break"].values())),
+                "unique_graphs": int(c["stats"].get("unique_graphs", 0))}
+    except Exception:  # noqa: BLE001 - a torch without these counters: nothing to check against
+        return {}
+
+
 def recompile_limit() -> int | None:
     """torch._dynamo.config.recompile_limit (cache_size_limit before torch 2.6)."""
     cfg = torch._dynamo.config

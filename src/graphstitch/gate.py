@@ -267,4 +267,6 @@ def assert_no_graph_breaks(fn: Any, *args: Any, **kwargs: Any) -> Census:
     msg = violations(c, {"max_breaks": 0})
     if msg:
         raise AssertionError(msg)
+    if not c.clean:  # e.g. a capture graphstitch could not verify: not known to be clean
+        raise AssertionError(f"graphstitch: {c.summary}")
     return c

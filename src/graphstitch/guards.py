@@ -170,9 +170,14 @@ def run(spec: str, opts: Options, *, repeat: int | None = None, vary: str | None
     """Census of the target's calls repeated or varied, in this process. Raises TargetError
     (bad target) or ValueError (bad --vary)."""
     from . import dynamo
-    from .live import Capture, run_calls
-    from .targets import load_factory, make_calls
-    calls = make_calls(load_factory(spec), spec)
+    from .live import Capture, load_calls, run_calls
+    calls = load_calls(spec)
+    if isinstance(calls, ErrorInfo):  # the factory exited: an incomplete census, nothing to judge
+        with Capture(target=spec, project_root=project_root) as cap:
+            cap.complete(False)
+            cap.fail(calls)
+        assert cap.census is not None
+        return cap.census, GuardRun("repeat" if repeat else "vary", None, [])
     info = GuardRun("repeat" if repeat else "vary",
                     recompile_limit if recompile_limit is not None else dynamo.recompile_limit(),
                     shared_code(calls))

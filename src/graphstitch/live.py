@@ -15,6 +15,7 @@ import io
 import linecache
 import logging
 import os
+import re
 import runpy
 import sys
 import traceback
@@ -23,7 +24,7 @@ from typing import Any
 
 import torch
 
-from . import dynamo
+from . import dynamo, paths
 from .analysis import build_census
 from .jsonio import to_json
 from .model import Census, Checks, ErrorInfo, ErrorKind, SideEffects, TraceStats
@@ -65,6 +66,7 @@ class Capture:
         self.sink: Sink = sink or self._decode
         self.census: Census | None = None
         self.error: ErrorInfo | None = None   # also known here when records go to a file
+        self.completed: bool | None = None
 
     def _decode(self, rec: Record) -> None:
         self.events.extend(self._decoder.decode(rec))
@@ -72,6 +74,11 @@ class Capture:
     def note(self, **data: Any) -> None:
         """Add a graphstitch run record (target, config, outcome) to the stream."""
         self.sink(Record({"graphstitch_run": to_json(data)}))
+
+    def complete(self, done: bool) -> None:
+        """Say whether the run reached its end (False first, True once it has)."""
+        self.completed = done
+        self.note(completed=done)
 
     def fail(self, error: ErrorInfo) -> None:
         if self.error is None:
@@ -83,10 +90,18 @@ class Capture:
         if self._reset:
             dynamo.reset()
         self.note(torch_version=dynamo.torch_version(), target=self._target)
+        before = dynamo.counts()
         try:
             with dynamo.trace_handler(_TraceHandler(self.sink)):
                 yield self
+            if self.completed is None:  # a plain `with capture():` block ran to its end
+                self.complete(True)
+        except BaseException:
+            self.complete(False)
+            raise
         finally:
+            # Dynamo's own tallies, so the census can check the records against them.
+            self.note(dynamo_counts={k: v - before.get(k, 0) for k, v in dynamo.counts().items()})
             self.census = build_census(self.events, target=self._target, project_root=self._root)
             self.census.trace_stats = TraceStats(self._decoder.records, self._decoder.malformed)
             if self.census.error is None:
@@ -172,11 +187,48 @@ def clone_output(x: Any) -> Any:
         return x
 
 
+_USER_FRAME_RE = re.compile(r'File "([^"]+)", line (\d+)')
+_MESSAGE_LIMIT = 2000
+
+
+def _compact(message: str) -> str:
+    """A long exception text (a FakeTensor repr can run to megabytes) cut to its head, keeping
+    Dynamo's "from user code:" section whole: it names the user's line."""
+    text = message.strip()
+    if len(text) <= _MESSAGE_LIMIT:
+        return text
+    head, sep, user = text.partition("from user code:")
+    user = (sep + user)[:_MESSAGE_LIMIT // 2] if sep else ""
+    return head[:_MESSAGE_LIMIT - len(user)].rstrip() + " [...]" + ("\n\n" + user.strip() if user else "")
+
+
 def error_info(kind: ErrorKind, exc: BaseException) -> ErrorInfo:
-    tb = traceback.extract_tb(exc.__traceback__)
-    last = tb[-1] if tb else None
-    return ErrorInfo(kind, (str(exc).strip() or repr(exc))[:2000], type(exc).__name__,
-                     f"{last.filename}:{last.lineno}" if last else None)
+    """One error: its type, its text (bounded) and the user's file:line. A compile error names
+    the line in Dynamo's "from user code:" frames; otherwise the innermost traceback frame
+    outside torch and graphstitch."""
+    text = str(exc).strip() or repr(exc)
+    where = None
+    _, sep, user = text.partition("from user code:")
+    frames = [(f, n) for f, n in _USER_FRAME_RE.findall(user) if not paths.is_internal(f)] if sep else []
+    if frames:
+        where = f"{frames[-1][0]}:{frames[-1][1]}"
+    if where is None:
+        tb = [fr for fr in traceback.extract_tb(exc.__traceback__) if os.path.abspath(fr.filename) not in _OWN]
+        user_tb = [fr for fr in tb if not paths.is_internal(fr.filename)]
+        pick = user_tb or tb
+        where = f"{pick[-1].filename}:{pick[-1].lineno}" if pick else None
+    code = exit_code(exc, quiet=True) if isinstance(exc, SystemExit) else None
+    return ErrorInfo(kind, _compact(text), type(exc).__name__, where, code)
+
+
+_OWN = {os.path.abspath(__file__), os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker.py")}
+
+
+def exited(exc: SystemExit, when: str) -> ErrorInfo:
+    """A target that called sys.exit(): never a clean result, whatever its code."""
+    info = error_info(ErrorKind.EXIT, exc)
+    info.message = f"the target called sys.exit({info.code}) {when}"
+    return info
 
 
 def run_calls(cap: Capture, calls: Sequence[Call], opts: Options, *, wrap: Wrap | None = None,
@@ -190,6 +242,7 @@ def run_calls(cap: Capture, calls: Sequence[Call], opts: Options, *, wrap: Wrap 
     partial census is still a census.
     """
     cap.note(config=opts.as_config(), calls=len(calls))
+    cap.complete(False)
     grad = torch.enable_grad() if opts.grad else torch.no_grad()
     _NOT_CHECKED = object()
     # The eager reference gets its own copy of the inputs: an iterator or a tensor mutated in
@@ -226,11 +279,17 @@ def run_calls(cap: Capture, calls: Sequence[Call], opts: Options, *, wrap: Wrap 
                 torch.manual_seed(0)
                 try:
                     outputs.append(cfn(*args, **kwargs))
+                except SystemExit as e:
+                    cap.fail(exited(e, f"during call {i + 1} of {len(calls)}"))
+                    return
                 except Exception as e:  # noqa: BLE001
                     # The target's own bug (it fails eagerly too) or a compile-only failure?
                     if copies and copies[i] is not _NOT_CHECKED:
                         try:
                             eager(i)
+                        except SystemExit as ee:
+                            cap.fail(exited(ee, f"during call {i + 1} of {len(calls)}"))
+                            return
                         except Exception as ee:  # noqa: BLE001
                             cap.fail(error_info(ErrorKind.EAGER, ee))
                             return
@@ -238,6 +297,7 @@ def run_calls(cap: Capture, calls: Sequence[Call], opts: Options, *, wrap: Wrap 
                     return
             if opts.fresh:
                 _fresh_check(cap, calls, compiled)
+        cap.complete(True)
         if not opts.check_eager:
             return
         checked = 0
@@ -246,6 +306,9 @@ def run_calls(cap: Capture, calls: Sequence[Call], opts: Options, *, wrap: Wrap 
                 continue
             try:
                 want = eager(i)
+            except SystemExit as e:
+                cap.fail(exited(e, f"during the eager reference run of call {i + 1}"))
+                return
             except Exception as e:  # noqa: BLE001
                 cap.fail(error_info(ErrorKind.EAGER, e))
                 return
@@ -361,23 +424,37 @@ def census(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Census:
     return census_calls(fn, [(args, kwargs)])
 
 
+def load_calls(spec: str) -> list[Call] | ErrorInfo:
+    """A target's calls from its factory, or the exit (kind exit) when the factory called
+    sys.exit. Raises TargetError for a bad target."""
+    try:
+        return make_calls(load_factory(spec), spec)
+    except SystemExit as e:
+        return exited(e, "in its factory, before any call")
+
+
 def census_target(spec: str, opts: Options, sink: Sink | None = None, *, project_root: str | None = None) -> Census:
     """Load and run a target in this process (``--in-process``). Raises TargetError."""
     linecache.checkcache()  # source lines of a file edited since an earlier run in this process
-    calls = make_calls(load_factory(spec), spec)
+    calls = load_calls(spec)
     with Capture(sink, target=spec, project_root=project_root) as cap:
-        run_calls(cap, calls, opts)
+        if isinstance(calls, ErrorInfo):
+            cap.complete(False)
+            cap.fail(calls)
+        else:
+            run_calls(cap, calls, opts)
     assert cap.census is not None
     return cap.census
 
 
-def exit_code(e: SystemExit) -> int:
-    """What the interpreter does with SystemExit's argument."""
+def exit_code(e: SystemExit, *, quiet: bool = False) -> int:
+    """What the interpreter does with SystemExit's argument (a message is printed, code 1)."""
     if e.code is None:
         return 0
     if isinstance(e.code, int):
         return e.code
-    print(e.code, file=sys.stderr)
+    if not quiet:
+        print(e.code, file=sys.stderr)
     return 1
 
 
@@ -387,6 +464,7 @@ def run_script(cap: Capture, script: str, argv: Sequence[str]) -> int:
     exit with a non-zero code is error kind ``exit``, an uncaught exception kind ``script``
     (its traceback printed as Python would)."""
     path = os.path.abspath(script)
+    cap.complete(False)
     sys.argv = [script, *argv]
     sys.path.insert(0, os.path.dirname(path))
     try:
@@ -395,11 +473,14 @@ def run_script(cap: Capture, script: str, argv: Sequence[str]) -> int:
         code = exit_code(e)
         if code:
             cap.fail(ErrorInfo(ErrorKind.EXIT, f"script exited with code {code}", code=code))
+        else:
+            cap.complete(True)  # sys.exit(0) is how a script may end
         return code
     except BaseException as e:  # noqa: BLE001 - KeyboardInterrupt too: report, then exit like Python
         traceback.print_exc()
         cap.fail(error_info(ErrorKind.SCRIPT, e))
         return 130 if isinstance(e, KeyboardInterrupt) else 1
+    cap.complete(True)
     return 0
 
 

@@ -140,6 +140,9 @@ class Graph:
     op_count: int | None
     ops: list[str] = field(default_factory=list)          # live runs only
     collectives: list[str] = field(default_factory=list)  # collective ops in graph order
+    # The order Inductor's compiled code runs its collectives in (its `inductor_collective_schedule`
+    # artifact; None when the log has none for this graph, e.g. another backend).
+    schedule: list[str] | None = None
 
 
 @dataclass
@@ -172,6 +175,9 @@ class Site:
     compile_ids: list[str] = field(default_factory=list)
     gb_chain: list[str] = field(default_factory=list)      # every GB id of the first report, root first
     advice: list[Advice] = field(default_factory=list)
+    # Inferred, not reported: the log has no break reports (torch before 2.6 wrote none), so the
+    # site comes from a resume function's name (torch_dynamo_resume_in_FN_at_LINE) and restarts.
+    approximate: bool = False
     routes: list[Route] = field(default_factory=list)      # owner frames reaching this root cause, most events first
     next_step: NextStep | None = None
 
@@ -253,6 +259,7 @@ class TraceStats:
     malformed: int = 0
     files: int | None = None          # trace files read (`trace`)
     bytes: int | None = None
+    runs: int | None = None           # runs found in the files (a file may hold several; see traces.py)
     unreadable: list[str] = field(default_factory=list)
 
 
@@ -316,6 +323,9 @@ class Census:
     project_root: str | None = None
     config: dict[str, Any] = field(default_factory=dict)
     calls: int = 0
+    # Did the run reach its end? True: every call (or the script) finished; False: it stopped
+    # early (error says how); None: unknown (a trace of someone else's run).
+    completed: bool | None = None
     graphs: list[Graph] = field(default_factory=list)
     sites: list[Site] = field(default_factory=list)
     recompiles: list[RecompileCause] = field(default_factory=list)
@@ -327,13 +337,16 @@ class Census:
     error: ErrorInfo | None = None
     checks: Checks = field(default_factory=Checks)
     trace_stats: TraceStats = field(default_factory=TraceStats)
+    # What graphstitch doubts about its own capture (an unparsed break report, counters that
+    # disagree with the records); an unusable capture is error kind "capture" instead.
+    warnings: list[str] = field(default_factory=list)
     project: str | None = None       # where "your code" is (owner frames); None: project_root
     semantics: str = "default"       # "default" or "fullgraph" (what a fullgraph=True compile would fail on)
     cost: Cost | None = None         # `census --cost`
 
     __computed__: ClassVar[tuple[str, ...]] = (
         "schema", "graphstitch_version", "graph_count", "break_site_count", "break_events",
-        "recompile_count", "compile_seconds")
+        "recompile_count", "compile_seconds", "clean", "summary")
 
     @property
     def schema(self) -> str:
@@ -362,6 +375,37 @@ class Census:
     @property
     def compile_seconds(self) -> float:
         return round(sum(f.compile_seconds for f in self.frames), 6)
+
+    @property
+    def clean(self) -> bool:
+        """"No graph breaks." is known: no site, the run completed (or the trace is someone
+        else's whole run), and nothing went wrong, capture included."""
+        return not self.sites and not self.skipped_frames and self.error is None and self.completed is not False
+
+    @property
+    def summary(self) -> str:
+        """One sentence of what is known; every renderer prints this, none re-derives it."""
+        if self.clean:
+            return "No graph breaks." if self.completed else "No graph breaks in this trace."
+        n, ev = len(self.sites), self.break_events
+        found = f"{n} break site{'s' if n != 1 else ''} ({ev} break event{'s' if ev != 1 else ''})"
+        if self.error is None:
+            return found + "." if n else f"{len(self.skipped_frames)} frame(s) skipped by Dynamo."
+        e = self.error
+        where = f" at {e.where}" if e.where else ""
+        if e.kind is ErrorKind.EXIT:
+            what = e.headline + (f" ({e.where})" if e.where else "")
+        elif e.kind is ErrorKind.COMPILED:
+            what = f"compile failed{where}: {e.headline}"
+        elif e.kind is ErrorKind.CAPTURE:
+            what = f"graphstitch could not verify its capture: {e.headline}"
+        else:
+            what = f"{e.kind.value}{where}: {e.headline}"
+        if n:
+            return f"{found} before the run stopped: {what}."
+        if not self.graphs:
+            return f"Incomplete, no graph compiled: {what}."
+        return f"Incomplete, no break seen in {self.graph_count} graph(s) before {what}."
 
     def site(self, sid: SiteId) -> Site | None:
         return next((s for s in self.sites if s.id == sid), None)

@@ -38,6 +38,9 @@ def child_env(*, pythonpath: Sequence[str] = (), inductor_cache: str | None = No
             env["TRITON_CACHE_DIR"] = os.path.join(inductor_cache, "triton")
         else:
             env.setdefault("TORCHINDUCTOR_CACHE_DIR", inductor_cache)
+    # torch warns on every import when NumPy is missing; that is not about the user's code.
+    quiet = "ignore:Failed to initialize NumPy"
+    env["PYTHONWARNINGS"] = ",".join(w for w in (env.get("PYTHONWARNINGS"), quiet) if w)
     env.update(extra or {})
     return env
 

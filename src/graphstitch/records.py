@@ -12,6 +12,7 @@ This module must not import torch: traces are read on machines without it.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator
@@ -85,14 +86,23 @@ class FrameMetrics:
     fail_line: int | None
     graph_op_count: int | None
     guard_count: int | None
-    compile_seconds: float
+    compile_seconds: float | None    # None: this record carries no compile time
     start_time: float | None
+    restart_reasons: list[str] = field(default_factory=list)  # why Dynamo restarted the frame (a break)
 
 
 @dataclass(slots=True)
 class OutputGraph:
     compile_id: str
     collectives: list[str] = field(default_factory=list)  # in graph order, "_c10d_functional.all_reduce"
+    first_op: StackFrame | None = None  # the "# File: F:L in NAME" of its first node (old logs name frames so)
+
+
+@dataclass(slots=True)
+class CollectiveSchedule:
+    """Inductor's executed collective order for one compiled graph (``inductor_collective_schedule``)."""
+    compile_id: str
+    ops: list[str]
 
 
 @dataclass(slots=True)
@@ -115,8 +125,16 @@ class RunInfo:
     data: dict[str, Any]
 
 
+@dataclass(slots=True)
+class FrameError:
+    """A compile that failed (``dynamo_error``): the "from user code" frames of its traceback,
+    outermost first, which name the failing line (metrics name the innermost frame, often torch's)."""
+    compile_id: str
+    user_frames: list[tuple[str, int]]
+
+
 DecodedEvent = (FrameStart | BreakReport | RecompileReasons | FrameMetrics | OutputGraph
-                | Guards | BackendGraph | RunInfo)
+                | CollectiveSchedule | Guards | BackendGraph | RunInfo | FrameError)
 
 
 # ----------------------------------------------------------------------------- parsers
@@ -158,7 +176,7 @@ def dispatch_key(meta: dict[str, Any]) -> str | None:
 # compiled autograd A, and "pN:F/R" when several processes' logs make one census. Parsed
 # here only; every consumer asks these functions.
 
-_CID_RE = re.compile(r"^(?P<prefix>p\d+:)?(?:!(?P<autograd>\d+)/)?(?P<frame>\d+|\?)/(?P<recompile>\d+|\?)$")
+_CID_RE = re.compile(r"^(?P<prefix>(?:p\d+:)?(?:r\d+:)?)(?:!(?P<autograd>\d+)/)?(?P<frame>\d+|\?)/(?P<recompile>\d+|\?)$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,6 +231,30 @@ def compile_id_of(meta: dict[str, Any]) -> str:
     return cid
 
 
+# Traces are untrusted input: a record nested deeper than this is malformed (real records are
+# a few levels deep; deep nesting would blow the stack in json or in anything that walks it).
+MAX_JSON_DEPTH = 32
+
+
+def load_json(text: str) -> Any:
+    """json.loads with bounded nesting: ValueError for bad, truncated or too deeply nested JSON."""
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
+    if text.count("[") + text.count("{") <= MAX_JSON_DEPTH:
+        return value  # too few brackets to nest that deep (the common case, counted at C speed)
+    todo: list[tuple[Any, int]] = [(value, 1)]
+    while todo:
+        v, depth = todo.pop()
+        if isinstance(v, (dict, list)):
+            if depth > MAX_JSON_DEPTH:
+                raise ValueError("JSON nested too deeply")
+            todo.extend([(x, depth + 1) for x in (v.values() if type(v) is dict else v)
+                         if type(x) is dict or type(x) is list])
+    return value
+
+
 def _int(v: Any) -> int | None:
     try:
         return int(v)
@@ -237,6 +279,7 @@ def _parse_dynamo_start(dec: Decoder, meta: dict[str, Any], payload: str | None)
 
 _AT_RE = re.compile(r"Graph break in user code at (.+):(\d+)\s*$", re.M)
 _GB_URL_RE = re.compile(r"compile-graph-break-site/gb/gb(\d{4})\.html", re.I)
+_BETWEEN_TYPE_AND_EXPLANATION = ("Higher Order Operator:",)
 _TB_FRAME_RE = re.compile(r'^\s*File "(.+)", line (\d+), in (.+?)\s*$')
 
 
@@ -252,7 +295,10 @@ def parse_break_text(text: str) -> dict[str, Any]:
             reason = ln.split(":", 1)[1].strip()
             break
     if expl_idx is not None:
-        prev = next((lines[i].strip() for i in range(expl_idx - 1, -1, -1) if lines[i].strip()), "")
+        # torch 2.13 puts "Higher Order Operator: <name>" between the type and the explanation
+        # for a break inside checkpoint / cond / wrap: the type is the line above those.
+        prev = next((lines[i].strip() for i in range(expl_idx - 1, -1, -1)
+                     if lines[i].strip() and not lines[i].strip().startswith(_BETWEEN_TYPE_AND_EXPLANATION)), "")
         gb_type = prev.removeprefix("Graph Break Reason:").strip()
         explanation.append(lines[expl_idx].strip().removeprefix("Explanation:").strip())
         i = expl_idx + 1
@@ -271,7 +317,10 @@ def parse_break_text(text: str) -> dict[str, Any]:
                 break
             i += 1
     else:
-        gb_type = reason
+        # torch before 2.7: "Reason: Unsupported: builtin: print [...]" and no explanation.
+        old = next((ln.strip() for ln in lines if ln.strip().startswith("Reason:")), "")
+        reason = reason or old.removeprefix("Reason:").strip()
+        gb_type = reason.removeprefix("Unsupported:").strip()
     traceback: list[StackFrame] = []
     try:
         start = next(i for i, ln in enumerate(lines) if ln.startswith("User code traceback:"))
@@ -303,7 +352,11 @@ def parse_break_text(text: str) -> dict[str, Any]:
 def _parse_break(dec: Decoder, meta: dict[str, Any], payload: str | None) -> Iterable[DecodedEvent]:
     if not payload:
         return ()
-    return (BreakReport(compile_id_of(meta), **parse_break_text(payload)),)
+    parts = parse_break_text(payload)
+    if parts["at_file"] is None and not parts["traceback"]:
+        # A report cut before its location would become an invented site: malformed instead.
+        raise ValueError("graph-break report without a location")
+    return (BreakReport(compile_id_of(meta), **parts),)
 
 
 @parser("artifact:recompile_reasons", payload=True)
@@ -312,17 +365,47 @@ def _parse_recompile(dec: Decoder, meta: dict[str, Any], payload: str | None) ->
         return ()
     # One reason arrives as a JSON string, several as a JSON list; tolerate raw text too.
     try:
-        value = json.loads(payload)
+        value = load_json(payload)
     except ValueError:
+        if payload.lstrip().startswith(("[", '"', "{")):
+            raise  # JSON cut short or nested too deep: a malformed record, not a reason
         value = payload
     reasons = value if isinstance(value, list) else [value]
     return (RecompileReasons(compile_id_of(meta), [str(r) for r in reasons]),)
 
 
+def _seconds(m: dict[str, Any]) -> float | None:
+    """The frame's compile time from whichever field this torch wrote."""
+    for key, scale in (("entire_frame_compile_time_s", 1.0), ("dynamo_cumulative_compile_time_us", 1e-6),
+                       ("duration_us", 1e-6)):
+        v = m.get(key)
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            return float(v) * scale
+    return None
+
+
+def _reasons(v: Any) -> list[str]:
+    # A list (2.4, 2.5), or a JSON string holding one (2.6 and later).
+    if isinstance(v, str):
+        try:
+            v = load_json(v)
+        except ValueError:
+            return [v] if v.strip() else []
+    return [str(x) for x in v] if isinstance(v, list) else []
+
+
 @parser("compilation_metrics", payload=False)
 def _parse_metrics(dec: Decoder, meta: dict[str, Any], payload: str | None) -> Iterable[DecodedEvent]:
-    m = meta.get("compilation_metrics") or {}
-    cid = m.get("compile_id") or compile_id_of(meta)
+    m = meta.get("compilation_metrics")
+    if not isinstance(m, dict):
+        raise TypeError("compilation_metrics is not an object")
+    # The record's own frame ids (what trace_structured tagged it with) win over the body's
+    # compile_id; with neither (a run-time or non-Dynamo metrics record) it is no frame compile.
+    cid = compile_id_of(meta)
+    if cid == UNKNOWN_COMPILE_ID and isinstance(m.get("compile_id"), str):
+        cid = m["compile_id"] if CompileId.parse(m["compile_id"]).frame is not None else cid
+    if cid == UNKNOWN_COMPILE_ID:
+        return ()
     return (FrameMetrics(
         compile_id=str(cid),
         function=str(m.get("co_name") or "?"),
@@ -334,8 +417,9 @@ def _parse_metrics(dec: Decoder, meta: dict[str, Any], payload: str | None) -> I
         fail_line=_int(m.get("fail_user_frame_lineno")),
         graph_op_count=_int(m.get("graph_op_count")),
         guard_count=_int(m.get("guard_count")),
-        compile_seconds=float(m.get("entire_frame_compile_time_s") or 0.0),
-        start_time=m.get("start_time"),
+        compile_seconds=_seconds(m),
+        start_time=m.get("start_time") if isinstance(m.get("start_time"), (int, float)) else None,
+        restart_reasons=_reasons(m.get("restart_reasons")),
     ),)
 
 
@@ -347,10 +431,25 @@ _COLLECTIVE_CALL_RE = re.compile(r"^[^#\n]*?torch\.ops\.((?:" + "|".join(COLLECT
                                  + r")\.\w+)(?:\.\w+)?\(", re.M)
 
 
+_FILE_COMMENT_RE = re.compile(r"^\s*# File: (.+):(\d+) in (\S+?)(?:, code: (.*))?$", re.M)
+
+
 @parser("dynamo_output_graph", payload=True)
 def _parse_output_graph(dec: Decoder, meta: dict[str, Any], payload: str | None) -> Iterable[DecodedEvent]:
     # The payload is the graph's code: the collectives' order is readable from any trace.
-    return (OutputGraph(compile_id_of(meta), _COLLECTIVE_CALL_RE.findall(payload or "")),)
+    first = _FILE_COMMENT_RE.search(payload or "")
+    where = StackFrame(first.group(1), int(first.group(2)), first.group(3), first.group(4) or "") if first else None
+    return (OutputGraph(compile_id_of(meta), _COLLECTIVE_CALL_RE.findall(payload or ""), where),)
+
+
+@parser("artifact:inductor_collective_schedule", payload=True)
+def _parse_collective_schedule(dec: Decoder, meta: dict[str, Any], payload: str | None) -> Iterable[DecodedEvent]:
+    # torch/_inductor/debug.py: a JSON list of the collective kernels' python_kernel_name
+    # (None where a kernel has none), in the order the compiled graph runs them.
+    ops = load_json(payload or "")
+    if not isinstance(ops, list):
+        raise TypeError("collective schedule is not a list")
+    return (CollectiveSchedule(compile_id_of(meta), [str(op) for op in ops]),)
 
 
 @parser("dynamo_cpp_guards_str", payload=True)
@@ -361,8 +460,19 @@ def _parse_guards(dec: Decoder, meta: dict[str, Any], payload: str | None) -> It
 @parser("artifact:torch_version", payload=True)
 def _parse_torch_version(dec: Decoder, meta: dict[str, Any], payload: str | None) -> Iterable[DecodedEvent]:
     # Written once per TORCH_TRACE file; lets a trace census say which torch produced it.
-    value = json.loads(payload or "{}")
+    value = load_json(payload or "{}")
     return (RunInfo({"torch_version": str(value["pytorch_version"])}),) if isinstance(value, dict) and value.get("pytorch_version") else ()
+
+
+_USER_FRAME_RE = re.compile(r'^\s*File "([^"]+)", line (\d+)', re.M)
+
+
+@parser("artifact:dynamo_error", payload=True)
+def _parse_dynamo_error(dec: Decoder, meta: dict[str, Any], payload: str | None) -> Iterable[DecodedEvent]:
+    _, sep, user = (payload or "").partition("from user code:")
+    if not sep:
+        return ()
+    return (FrameError(compile_id_of(meta), [(f, int(n)) for f, n in _USER_FRAME_RE.findall(user)]),)
 
 
 @parser("graphstitch_graph", payload=False)
@@ -385,6 +495,12 @@ class Decoder:
     records: int = 0
     malformed: int = 0
     ranks: set[int] = field(default_factory=set)
+    # One trace file may hold several runs (torch._dynamo.reset() restarts frame ids at 0, or
+    # logs were concatenated): a compile id starting again, or a second torch_version header
+    # after compiles, starts a new run, whose compile ids get the prefix "rN:".
+    split_runs: bool = False
+    run: int = 0
+    _started: set[str] = field(default_factory=set)
 
     def frame(self, s: dict[str, Any]) -> StackFrame:
         f = s.get("filename")
@@ -404,10 +520,27 @@ class Decoder:
         if p is None:
             return []
         try:
-            return list(p.fn(self, rec.meta, rec.payload))
-        except (KeyError, TypeError, ValueError, AttributeError, IndexError):
+            events = list(p.fn(self, rec.meta, rec.payload))
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError):
             self.malformed += 1
             return []
+        if self.split_runs:
+            self._runs(events)
+        return events
+
+    def _runs(self, events: list[DecodedEvent]) -> None:
+        for ev in events:
+            if isinstance(ev, FrameStart) and ev.compile_id != UNKNOWN_COMPILE_ID:
+                if ev.compile_id in self._started:
+                    self.run, self._started = self.run + 1, set()
+                self._started.add(ev.compile_id)
+            elif isinstance(ev, RunInfo) and "torch_version" in ev.data and self._started:
+                self.run, self._started = self.run + 1, set()
+        if self.run:
+            for ev in events:
+                cid = getattr(ev, "compile_id", None)
+                if isinstance(cid, str) and cid != UNKNOWN_COMPILE_ID:
+                    ev.compile_id = f"r{self.run}:{cid}"  # type: ignore[union-attr]
 
 
 # ----------------------------------------------------------------------------- trace text
@@ -442,11 +575,32 @@ def _unwanted(raw: str, at: int) -> bool:
     return key not in PARSERS
 
 
+_MD5_RE = re.compile(r"^[0-9a-f]{32}$")
+
+
+def _finished(meta: dict[str, Any], chunks: list[str], want: bool, dec: Decoder, *, last: bool) -> Record | None:
+    """The record whose header and payload lines have all been read. The LAST record of the
+    input is where a log is cut (a process killed while writing): it is None (malformed) when
+    its payload does not match the md5 torch wrote in ``has_payload``. Earlier records are
+    complete by construction; a mismatch there is an edit (paths rewritten), not a cut."""
+    if not (want and "has_payload" in meta):
+        return Record(meta, None)
+    payload = "\n".join(chunks)
+    digest = meta["has_payload"]
+    if last and isinstance(digest, str) and _MD5_RE.match(digest) and \
+            hashlib.md5(payload.encode("utf-8", "surrogatepass"), usedforsecurity=False).hexdigest() != digest:
+        dec.malformed += 1
+        return None
+    return Record(meta, payload)
+
+
 def iter_trace_records(lines: Iterable[str], dec: Decoder) -> Iterator[Record]:
     """Stream records out of TORCH_TRACE text; payloads no parser wants are skipped unjoined,
     and headers of kinds no parser wants are counted on ``dec.records`` but not decoded.
 
-    Malformed header lines (of wanted kinds) are counted on ``dec.malformed`` and skipped.
+    Malformed header lines (of wanted kinds: not JSON, cut short, nested too deeply) and a
+    last wanted payload that fails torch's md5 (a cut log) are counted on ``dec.malformed``
+    and skipped.
     """
     meta: dict[str, Any] | None = None
     want = False
@@ -457,7 +611,8 @@ def iter_trace_records(lines: Iterable[str], dec: Decoder) -> Iterator[Record]:
                 chunks.append(raw[1:].rstrip("\n"))
             continue
         if meta is not None:
-            yield Record(meta, "\n".join(chunks) if want and "has_payload" in meta else None)
+            if (rec := _finished(meta, chunks, want, dec, last=False)) is not None:
+                yield rec
             meta, chunks = None, []
         if not raw.strip():
             continue
@@ -466,12 +621,12 @@ def iter_trace_records(lines: Iterable[str], dec: Decoder) -> Iterator[Record]:
             dec.records += 1  # most records (chromium events, tensor descriptions): no json.loads
             continue
         try:
-            m = json.loads(raw[i + 2:]) if i >= 0 else None
+            m = load_json(raw[i + 2:]) if i >= 0 else None
         except ValueError:
             m = None
         if not isinstance(m, dict):
             dec.malformed += 1
             continue
         meta, want = m, dec.wants_payload(m)
-    if meta is not None:
-        yield Record(meta, "\n".join(chunks) if want and "has_payload" in meta else None)
+    if meta is not None and (rec := _finished(meta, chunks, want, dec, last=True)) is not None:
+        yield rec

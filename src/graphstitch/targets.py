@@ -12,6 +12,7 @@ import importlib
 import importlib.util
 import os
 import sys
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,6 +69,22 @@ class TargetError(Exception):
     """The target spec or factory is wrong (exit 2)."""
 
 
+def raised(e: BaseException) -> str:
+    """``TypeError at model.py:12: message``: the exception's type, the user's innermost
+    frame, and the first line of its text (one line for a one-line error)."""
+    if isinstance(e, SyntaxError) and e.filename:
+        at = f"{e.filename}:{e.lineno}"
+    else:
+        frames = [fr for fr in traceback.extract_tb(e.__traceback__)
+                  if not fr.filename.startswith("<frozen") and os.path.abspath(fr.filename) != _THIS]
+        at = f"{frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+    text = (str(e).strip().splitlines() or [""])[0]
+    return f"{type(e).__name__}{f' at {at}' if at else ''}{f': {text}' if text else ''}"
+
+
+_THIS = os.path.abspath(__file__)
+
+
 def check_spec(spec: str) -> tuple[str, str, Path | None]:
     """What can be checked without importing the target: (module or file, factory, path)."""
     if ":" not in spec:
@@ -108,12 +125,12 @@ def load_factory(spec: str) -> Callable[[], Any]:
         try:
             loader_spec.loader.exec_module(module)
         except Exception as e:
-            raise TargetError(f"importing {where} failed: {type(e).__name__}: {e}") from e
+            raise TargetError(f"importing {where} failed: {raised(e)}") from e
     else:
         try:
             module = importlib.import_module(where)
         except Exception as e:
-            raise TargetError(f"importing {where} failed: {type(e).__name__}: {e}") from e
+            raise TargetError(f"importing {where} failed: {raised(e)}") from e
     factory = getattr(module, name, None)
     if factory is None:
         raise TargetError(f"{where} has no {name!r}")
@@ -140,7 +157,7 @@ def make_calls(factory: Callable[[], Any], spec: str) -> list[Call]:
     try:
         made = factory()
     except Exception as e:
-        raise TargetError(f"{spec}: the factory raised {type(e).__name__}: {e}") from e
+        raise TargetError(f"{spec}: the factory raised {raised(e)}") from e
     if isinstance(made, list):
         if not made:
             raise TargetError(f"{spec}: the factory returned an empty list of calls")

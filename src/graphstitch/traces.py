@@ -12,19 +12,29 @@ This module must not import torch: traces are read on laptops that have none.
 from __future__ import annotations
 
 import functools
+import gzip
 import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO, Any, cast
 
 from . import paths
 from .analysis import build_census
-from .model import Census, TraceStats
+from .model import Census, ErrorInfo, ErrorKind, TraceStats
 from .records import Decoder, iter_trace_records
 
 LOG_PREFIX = "dedicated_log_torch_trace_"  # torch/_logging/_internal.py
-_RANK_NAME_RE = re.compile(r"rank_(\d+)_")
+# "rank_N" anywhere in the name: TORCH_TRACE's "…_rank_0_<random>.log", "…_rank_1.log", "x.rank_3.log".
+_RANK_NAME_RE = re.compile(r"(?<![A-Za-z0-9])rank_(\d+)(?!\d)")
 _RANK_KEY_RE = re.compile(rb'"rank": (\d+)')
+
+
+LOG_SUFFIXES = (".log", ".log.gz")  # a gzipped log is read as it is
+
+
+NO_DYNAMO_COMPILE = ("no Dynamo compile in this trace (no frame compile, graph or graph break: an export or "
+                     "AOTInductor-only log, or torch.compile never ran)")
 
 
 class TraceError(Exception):
@@ -41,42 +51,58 @@ def trace_files(path: str | os.PathLike[str]) -> list[Path]:
         raise TraceError(f"no such file or directory: {path}")
     files = [f for f in p.iterdir() if f.is_file() and f.name.startswith(LOG_PREFIX)]
     if not files:
-        files = [f for f in p.iterdir() if f.is_file() and f.suffix == ".log"]
+        files = [f for f in p.iterdir() if f.is_file() and f.name.endswith(LOG_SUFFIXES)]
     if not files:
         raise TraceError(f"{path} holds no TORCH_TRACE logs ({LOG_PREFIX}*.log)")
     return sorted(files, key=lambda f: (f.stat().st_mtime, f.name))
 
 
 def file_rank(path: Path) -> int | None:
-    """The rank a log belongs to: from its name (``…rank_N_…``) or, when the process group
-    was set up after the log was opened, from the first record that carries ``rank``."""
+    """The rank a log belongs to: ``rank_N`` anywhere in its file name decides; only a name
+    without one is placed by the first record that carries ``rank`` (the process group was
+    set up after the log was opened)."""
     named = _RANK_NAME_RE.search(path.name)
     if named:
         return int(named.group(1))
     try:
-        with open(path, "rb") as f:
+        with _open(path, binary=True) as f:
             head = f.read(1 << 20)
-    except OSError:
+    except (OSError, EOFError, gzip.BadGzipFile):
         return None
     m = _RANK_KEY_RE.search(head)
     return int(m.group(1)) if m else None
 
 
+def _open(path: Path, *, binary: bool = False) -> IO[Any]:
+    """The log opened for reading (the caller closes it); a ``.gz`` one is decompressed as it is read."""
+    if path.name.endswith(".gz"):
+        if binary:
+            return cast(IO[Any], gzip.open(path, "rb"))
+        return gzip.open(path, "rt", encoding="utf-8", errors="replace", newline="\n")
+    if binary:
+        return open(path, "rb")
+    return open(path, encoding="utf-8", errors="replace", newline="\n")
+
+
 def _events(path: Path, dec: Decoder, prefix: str, stats: TraceStats) -> Iterator[object]:
     # Interning is per process, and one file is one process: each file gets its own Decoder.
     try:
-        f = open(path, encoding="utf-8", errors="replace", newline="\n")  # noqa: SIM115 - closed below
+        f = _open(path)
     except OSError as e:
         stats.unreadable.append(f"{path}: {e.strerror}")
         return
-    with f:
-        for rec in iter_trace_records(f, dec):
-            for ev in dec.decode(rec):
-                if prefix and hasattr(ev, "compile_id"):
-                    ev.compile_id = prefix + ev.compile_id
-                yield ev
+    try:
+        with f:
+            for rec in iter_trace_records(f, dec):
+                for ev in dec.decode(rec):
+                    if prefix and hasattr(ev, "compile_id"):
+                        ev.compile_id = prefix + ev.compile_id
+                    yield ev
+    except (OSError, EOFError, gzip.BadGzipFile) as e:  # a cut or corrupt .gz: what was read counts
+        stats.unreadable.append(f"{path}: {e}")
     stats.records += dec.records
     stats.malformed += dec.malformed
+    stats.runs = (stats.runs or 0) + dec.run + 1
     stats.bytes = (stats.bytes or 0) + path.stat().st_size
 
 
@@ -88,7 +114,7 @@ def census_from_files(files: list[Path], *, target: str | None = None,
 
     def events() -> Iterator[object]:
         for i, f in enumerate(files):
-            yield from _events(f, Decoder(), f"p{i}:" if len(files) > 1 else "", stats)
+            yield from _events(f, Decoder(split_runs=True), f"p{i}:" if len(files) > 1 else "", stats)
 
     c = build_census(events(), target=target, project_root=project_root)
     c.trace_stats = stats
@@ -105,7 +131,11 @@ def censuses_from_path(path: str | os.PathLike[str], *, project_root: str | None
     out: dict[int | None, Census] = {}
     for rank in sorted(by_rank, key=lambda r: -1 if r is None else r):
         files = by_rank[rank]
-        out[rank] = census_from_files(files, target=str(path), project_root=root)
+        out[rank] = c = census_from_files(files, target=str(path), project_root=root)
+        if c.trace_stats.records and not (c.frames or c.graphs or c.sites) and c.error is None:
+            # An export / AOTInductor-only log: records, but none from a Dynamo frame compile.
+            # Not a clean census: there is nothing here a census could be clean of.
+            c.error = ErrorInfo(ErrorKind.CAPTURE, NO_DYNAMO_COMPILE)
     return out
 
 

@@ -113,8 +113,16 @@ def read_outcome(files: Files, exit_code: int, died: ErrorInfo | None, *, target
         data, finished = res.get("data"), True
     except (OSError, ValueError):
         pass
-    if died is not None and census.error is None:
-        census.error = died
+    if died is None and not finished:
+        # The process ended by itself before its handler returned: os._exit() or an exit
+        # from a thread. Whatever its code, the run did not complete.
+        died = ErrorInfo(ErrorKind.EXIT, f"the process exited with code {exit_code} before graphstitch's worker "
+                         "finished (os._exit() in the target?)", code=exit_code)
+    if died is not None:
+        if census.completed is not True:
+            census.completed = False
+        if census.error is None:
+            census.error = died
     return Outcome(census, exit_code, data, died, finished)
 
 
@@ -285,15 +293,19 @@ def main(argv: list[str]) -> int:
 
 def census_job(job: Job, ctx: Context) -> tuple[int, Any]:
     """Run a TARGET's calls under capture. Exit 2: a bad target (error kind target)."""
-    from .live import Capture, run_calls
-    from .targets import TargetError, load_factory, make_calls
+    from .live import Capture, load_calls, run_calls
+    from .targets import TargetError
     assert job.spec is not None
     try:
-        calls = make_calls(load_factory(job.spec), job.spec)
+        calls = load_calls(job.spec)
     except TargetError as e:
         note(ctx.sink, target=job.spec, error=ErrorInfo(ErrorKind.TARGET, str(e)))
         return 2, None
     with Capture(ctx.sink, target=job.spec, project_root=job.project_root) as cap:
+        if isinstance(calls, ErrorInfo):  # the factory exited
+            cap.complete(False)
+            cap.fail(calls)
+            return 0, None
         try:
             cap.note(config=run_setup(job, calls))
         except Exception as e:  # noqa: BLE001 - a hatch that cannot apply is a result

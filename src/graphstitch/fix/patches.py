@@ -4,6 +4,7 @@ copy and written without losing anything the user owns (`fix --apply`). No torch
 from __future__ import annotations
 
 import ast
+import contextlib
 import dataclasses
 import difflib
 import os
@@ -88,6 +89,15 @@ def unified_diff(path: str, old: str, new: str) -> str:
     rel = short_path(path)
     return "".join(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
                                         fromfile=f"a/{rel}", tofile=f"b/{rel}"))
+
+
+def _free_backup_name(path: str) -> str:
+    """FILE.graphstitch.bak, or .bak.2, .bak.3...: an earlier backup is never overwritten."""
+    backup, n = path + ".graphstitch.bak", 1
+    while os.path.lexists(backup):
+        n += 1
+        backup = f"{path}.graphstitch.bak.{n}"
+    return backup
 
 
 def refuse_reason(path: str, expected_hash: str | None, root: str | None) -> str | None:
@@ -187,13 +197,13 @@ def apply_best(report: FixReport, spec: str, opts: Options, *, write: bool,
     why = refuse_reason(path, expected, root)  # the file may have changed meanwhile
     if why:
         return why, False
-    backup = path + ".graphstitch.bak"
+    backup = _free_backup_name(path)
     try:
         atomic_write(backup, old)
         os.chmod(backup, os.stat(path).st_mode & 0o7777)
         atomic_write(path, new)
     except (WriteRefused, OSError) as e:
-        if os.path.exists(backup):
-            os.unlink(backup)
+        with contextlib.suppress(OSError):
+            os.unlink(backup)  # ours: the name was free before this write
         return f"not applied: {e}", False
     return f"{diff}\napplied {fix.candidate} to {short_path(path)} (backup: {short_path(backup)})", True

@@ -14,7 +14,7 @@ from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..changes import CensusDiff, collective_sequence, diff
+from ..changes import CensusDiff, collective_sequence, diff, schedule_sequence
 from ..model import Census, SiteId
 from ..records import compile_order
 
@@ -35,7 +35,8 @@ RANK_ADVICE = (
     "(torch._dynamo.config.reorderable_logging_functions for print/logging). A different break "
     "on one rank changes its graphs, and then the order its collectives run in.")
 
-KINDS = ("break_site", "skipped_frame", "recompile", "break_events", "collective_order", "graphs")
+KINDS = ("break_site", "skipped_frame", "recompile", "break_events", "collective_order", "collective_schedule",
+         "graphs")
 
 
 @dataclass
@@ -282,6 +283,36 @@ def _collective_divergence(censuses: dict[int, Census], diffs: dict[int, CensusD
                        {r: list(collective_sequence(c)) for r, c in censuses.items()}, collective_index=k)]
 
 
+def _schedule_divergence(censuses: dict[int, Census], diffs: dict[int, CensusDiff]) -> list[Divergence]:
+    """The first collective Inductor's compiled code runs in a different order on some rank
+    (its ``inductor_collective_schedule``): the order that actually executes, after Inductor's
+    reordering and bucketing, which Dynamo's graphs do not show."""
+    found = [d.first_schedule_difference for d in diffs.values() if d.first_schedule_difference is not None]
+    if not found:
+        return []
+    k = min(found)
+    seqs = {r: [(op, g) for g in c.graphs for op in (g.schedule or [])] for r, c in censuses.items()}
+    groups = _groups({r: (s[k][0] if k < len(s) else None) for r, s in seqs.items()})
+    odd = sorted(r for g in groups[1:] for r in g)
+
+    def side(r: int) -> str:
+        if k >= len(seqs[r]):
+            return f"rank {r}: none (only {len(seqs[r])} scheduled collectives)"
+        op, g = seqs[r][k]
+        return f"rank {r}: {op} in graph {g.compile_id} {g.function} ({g.file}:{g.line})"
+    ref = next((r for r in odd + groups[0] if k < len(seqs[r])), odd[0])
+    g = seqs[ref][k][1] if k < len(seqs[ref]) else None
+    dynamo_same = all(d.first_collective_difference is None for d in diffs.values())
+    msg = (f"collective #{k} of Inductor's executed schedule differs"
+           + (" while Dynamo's graphs hold the same collectives (Inductor reordered or bucketed them "
+              "differently per rank: compare the ranks' inductor configs)" if dynamo_same else
+              " (Dynamo's graphs differ too)")
+           + "; the ranks wait on different collectives (a hang): " + "; ".join(side(r) for r in sorted(seqs)))
+    return [Divergence("collective_schedule", odd, groups[0], g.compile_id if g else None, g.file if g else None,
+                       g.line if g else None, msg,
+                       {r: list(schedule_sequence(c)) for r, c in censuses.items()}, collective_index=k)]
+
+
 # ----------------------------------------------------------------------------- flags
 
 def _disabled_fn_calls_collective(explanation: str, file: str) -> bool:
@@ -339,7 +370,7 @@ def compare_ranks(censuses: dict[int, Census]) -> RankComparison:
         diffs = {r: diff(censuses[ref], censuses[r]) for r in ranks[1:]}
         divergences = (_site_divergences(ref, censuses, diffs) + _skipped_divergences(ref, censuses, diffs)
                        + _recompile_divergences(ref, censuses, diffs) + _collective_divergence(censuses, diffs)
-                       + _graph_divergence(censuses, diffs))
+                       + _schedule_divergence(censuses, diffs) + _graph_divergence(censuses, diffs))
         divergences.sort(key=lambda d: (compile_order(d.compile_id), KINDS.index(d.kind)))
     return RankComparison(
         symmetric=not divergences and not failed, ranks=ranks, failed=failed, divergences=divergences,

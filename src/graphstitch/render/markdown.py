@@ -28,6 +28,9 @@ def markdown(censuses: list[Census], notes: dict[str, list[str]] | None = None) 
                    f"**{len(c.sites)}** · break events **{c.break_events}** · skipped frames "
                    f"**{len(c.skipped_frames)}** · recompiles **{c.recompile_count}** "
                    f"({len(c.recompiles)} causes) · outputs match eager {match}\n")
+        out.append(f"**{_cell(c.summary)}**\n")
+        for w in c.warnings:
+            out.append(f"> warning: {_cell(w)}\n")
         for line in (notes or {}).get(c.target or "", []):
             out.append(f"- {line}")
         if (notes or {}).get(c.target or ""):

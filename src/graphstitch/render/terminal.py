@@ -149,8 +149,9 @@ def census(c: Census, console: Console | None = None, full_stack: bool = False) 
         if cost is not None and cost.unattributed is not None:
             console.print(f"[dim]eager time before the first break (guards, prologue): "
                           f"{_ms(cost.unattributed.median_s)}/call[/]")
-    else:
-        console.print("[green]No graph breaks.[/]")
+    console.print(("[green]" if c.clean else "[bold yellow]" if not c.sites else "[bold]") + escape(c.summary) + "[/]")
+    for w in c.warnings:
+        console.print(f"[bold yellow]warning:[/] {escape(w)}")
 
     if c.recompiles:
         console.print("\n[bold underline]Recompile causes[/]")
@@ -168,8 +169,10 @@ def census(c: Census, console: Console | None = None, full_stack: bool = False) 
             console.print(f"[bold]{escape(f.function)}[/] {escape(short_path(f.file))}:{f.line} · {escape(f.fail_type)}")
             _say(console, f"{escape(f.reason)}")
 
-    if c.error:
-        console.print(f"[bold red]error ({c.error.kind.value}):[/] {escape(c.error.message[:500])}")
+    if c.error:  # the summary has its first line; Dynamo's "from user code" frames say where
+        _, sep, user = c.error.message.partition("from user code:")
+        if sep:
+            console.print(f"[dim]from user code:\n{escape(user.strip()[:1200])}[/]", soft_wrap=True)
 
 
 def fixes(report: FixReport, console: Console | None = None) -> None:

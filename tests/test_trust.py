@@ -1,0 +1,188 @@
+"""Never a false "clean": runs that stop early, compiles that fail, captures that cannot be
+verified, and writes that must not touch what the user owns. Each case asserts the exit
+code, the one-line message and that the user's files are unchanged (content and mode)."""
+
+import json
+import os
+import stat
+import subprocess
+import sys
+
+from conftest import ROOT, assert_valid, marked_line
+
+FAULTS = ROOT / "tests" / "targets_faults" / "faults.py"
+
+
+def gs(*args, timeout=300, cwd=None):
+    return subprocess.run([sys.executable, "-m", "graphstitch", *map(str, args)],
+                          capture_output=True, text=True, timeout=timeout, cwd=cwd)
+
+
+def one_error(proc, code, needle):
+    assert proc.returncode == code, (proc.returncode, proc.stderr[-2000:])
+    assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("graphstitch: error:")]
+    assert len(errors) == 1 and needle in errors[0], proc.stderr[-2000:]
+    assert "No graph breaks" not in proc.stdout
+
+
+def snapshot(path):
+    st = os.lstat(path)
+    return path.read_bytes(), stat.S_IMODE(st.st_mode), stat.S_ISLNK(st.st_mode)
+
+
+# ----------------------------------------------------------------------------- early exits
+
+def test_exit_in_factory_is_exit_3_not_clean(tmp_path):
+    out = tmp_path / "c.json"
+    p = gs("census", f"{FAULTS}:exit_in_factory", "--json", out)
+    one_error(p, 3, "target failed (exit): the target called sys.exit(0) in its factory")
+    d = assert_valid("census", json.loads(out.read_text()))
+    assert d["error"]["kind"] == "exit" and d["error"]["code"] == 0
+    assert d["error"]["where"] == f"{FAULTS}:{marked_line(FAULTS, 'FACTORY_EXIT')}"
+    assert d["completed"] is False and d["clean"] is False
+    assert d["summary"].startswith("Incomplete, no graph compiled")
+
+
+def test_exit_in_call_keeps_site_and_code(tmp_path):
+    out = tmp_path / "c.json"
+    p = gs("census", f"{FAULTS}:exit_in_call", "--json", out)
+    one_error(p, 3, "sys.exit(2) during call 1 of 1")
+    d = json.loads(out.read_text())
+    assert d["error"]["kind"] == "exit" and d["error"]["code"] == 2
+    # What was traced before the exit is kept: sys.exit is a skipped builtin (a break).
+    assert [(s["gb_id"], s["line"]) for s in d["sites"]] == [("GB0007", marked_line(FAULTS, "CALL_EXIT"))]
+    assert "before the run stopped" in d["summary"]
+
+
+def test_os_exit_in_call_is_exit_3(tmp_path):
+    out = tmp_path / "c.json"
+    p = gs("census", f"{FAULTS}:hard_exit_in_call", "--json", out)
+    one_error(p, 3, "the process exited with code 0 before graphstitch's worker finished")
+    d = json.loads(out.read_text())
+    assert d["error"]["kind"] == "exit" and d["completed"] is False and not d["clean"]
+
+
+def test_guards_and_check_refuse_an_incomplete_census(tmp_path):
+    one_error(gs("guards", f"{FAULTS}:exit_in_factory", "--repeat", "2"), 3, "sys.exit(0)")
+    base = tmp_path / "baseline.json"
+    one_error(gs("check", f"{FAULTS}:exit_in_factory", "--baseline", base, "--update"), 3, "sys.exit(0)")
+    assert not base.exists()  # never ratcheted on an incomplete run
+    # A real baseline stays as it was when the target later exits early.
+    assert gs("check", f"{FAULTS}:clean", "--baseline", base, "--update").returncode == 0
+    before = snapshot(base)
+    p = gs("check", f"{FAULTS}:exit_in_factory", "--baseline", base)
+    assert p.returncode in (2, 3) and "Improved" not in p.stdout
+    assert snapshot(base) == before
+
+
+def test_compile_failure_names_the_users_line(tmp_path):
+    out = tmp_path / "c.json"
+    p = gs("census", f"{FAULTS}:compile_only_failure", "--json", out)
+    line = marked_line(FAULTS, "COMPILE_FAIL")
+    one_error(p, 3, f"TorchRuntimeError at {FAULTS}:{line}: RuntimeError when making fake tensor call")
+    d = json.loads(out.read_text())
+    assert d["error"]["kind"] == "compiled" and d["error"]["where"] == f"{FAULTS}:{line}"
+    # The megabyte-sized repr is cut, Dynamo's "from user code" section is kept whole.
+    assert len(d["error"]["message"]) < 3000 and "from user code:" in d["error"]["message"]
+    assert f'line {line}, in step' in d["error"]["message"]
+    # The skipped frame points at the failing line, not at the def line.
+    assert [(f["function"], f["line"]) for f in d["skipped_frames"]] == [("step", line)]
+    assert "compile failed at" in d["summary"]
+
+
+def test_clean_target_says_so():
+    p = gs("census", f"{FAULTS}:clean")
+    assert p.returncode == 0, p.stderr
+    assert "No graph breaks." in p.stdout
+
+
+# ----------------------------------------------------------------------------- capture self-check
+
+def test_capture_that_receives_no_records_is_an_error(monkeypatch):
+    """A torch that moved its trace logger: graphs are counted, no Dynamo record arrives."""
+    import torch
+
+    import graphstitch
+    from graphstitch import dynamo
+
+    def step(x):
+        print("side effect")
+        return x.sin()
+
+    monkeypatch.setattr(dynamo, "TRACE_LOGGER", "torch.__not_the_trace_logger")
+    c = graphstitch.census(step, torch.randn(3))
+    assert c.graph_count >= 1 and not c.sites
+    assert c.error is not None and c.error.kind.value == "capture"
+    assert "sent no Dynamo trace records" in c.error.message and torch.__version__ in c.error.message
+    assert not c.clean and "No graph breaks" not in c.summary
+
+
+def test_capture_checks_breaks_against_dynamos_counters(monkeypatch):
+    """Records arrive but no break report can be read (a changed layout): Dynamo's own
+    counter of graph breaks disagrees, and the census says so."""
+    import torch
+
+    import graphstitch
+    from graphstitch import records
+
+    monkeypatch.delitem(records.PARSERS, "artifact:dynamo_graph_break_reason")
+
+    def step(x):
+        print("side effect")
+        return x.sin()
+
+    c = graphstitch.census(step, torch.randn(3))
+    assert c.error is not None and c.error.kind.value == "capture"
+    assert "Dynamo counted 1 graph break(s)" in c.error.message
+
+
+# ----------------------------------------------------------------------------- writes
+
+def test_reports_keep_mode_and_symlink_and_refuse_read_only(tmp_path):
+    report = tmp_path / "report.json"
+    report.write_text("old")
+    report.chmod(0o640)
+    p = gs("census", f"{FAULTS}:clean", "--json", report)
+    assert p.returncode == 0, p.stderr
+    assert stat.S_IMODE(report.stat().st_mode) == 0o640 and json.loads(report.read_text())["clean"]
+
+    real = tmp_path / "real.md"
+    real.write_text("old")
+    link = tmp_path / "link.md"
+    link.symlink_to(real)
+    assert gs("census", f"{FAULTS}:clean", "--markdown", link).returncode == 0
+    assert link.is_symlink() and "No graph breaks." in real.read_text()
+
+    locked = tmp_path / "locked.json"
+    locked.write_text("keep me")
+    locked.chmod(0o444)
+    before = snapshot(locked)
+    one_error(gs("census", f"{FAULTS}:clean", "--json", locked), 2, "is read-only (mode 444); not writing it")
+    assert snapshot(locked) == before
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["link.md", "locked.json", "real.md", "report.json"]
+
+
+def test_new_files_get_the_umask_mode(tmp_path):
+    out = tmp_path / "new.json"
+    code = ("import os, sys; os.umask(0o027); from graphstitch.cli import main; "
+            f"sys.argv = ['graphstitch', 'census', {str(FAULTS) + ':clean'!r}, '--json', {str(out)!r}]; main()")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert stat.S_IMODE(out.stat().st_mode) == 0o640
+
+
+def test_missing_target_answers_before_importing_torch():
+    code = ("import sys; from graphstitch.cli import main\n"
+            "sys.argv = ['graphstitch', 'census', 'no/such/file.py:f']\n"
+            "try:\n    main()\nexcept SystemExit as e:\n"
+            "    print(e.code, 'torch' in sys.modules)")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert p.stdout.split() == ["2", "False"], p.stderr
+    assert "target file not found: no/such/file.py" in p.stderr
+
+
+def test_import_error_names_type_and_line(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("import torch\n\nx = 1\nraise ValueError('broken at import')\n")
+    one_error(gs("census", f"{bad}:f"), 2, f"ValueError at {bad}:4: broken at import")
