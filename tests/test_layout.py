@@ -60,7 +60,7 @@ def test_no_import_cycles():
 
 @pytest.mark.parametrize("module", ["graphstitch.traces", "graphstitch.cli", "graphstitch.render.html",
                                     "graphstitch.render.terminal", "graphstitch.gate", "graphstitch.changes",
-                                    "graphstitch.schemas"])
+                                    "graphstitch.schemas", "graphstitch.sweep", "graphstitch.render.sweep"])
 def test_reading_and_rendering_never_import_torch(module):
     code = f"import sys, {module}; assert 'torch' not in sys.modules, sorted(m for m in sys.modules if 'torch' in m)[:5]"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

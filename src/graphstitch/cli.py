@@ -617,7 +617,7 @@ and nonstrict_trace drop run-time side effects, as inductor does.
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help="Trials in parallel (default: CPU cores).")
 @click.option("--backend", default="aot_eager", show_default=True, help="torch.compile backend for the baseline and every trial.")
 @click.option("--site", "site_filter", default=None, help="Only sites whose 'GBxxxx path:line' contains this text.")
-@click.option("--candidate", "kinds", multiple=True, type=click.Choice(["config", "nonstrict_trace", "leaf_function",
+@click.option("--candidate", "kinds", multiple=True, type=click.Choice(["rewrite", "extract", "split", "config", "nonstrict_trace", "leaf_function",
               "custom_op", "allow_in_graph", "disable"]), help="Only try these kinds of candidate (repeatable).")
 @click.option("--diff", "show_diff", is_flag=True, help="Print a unified diff making the best verified candidate permanent.")
 @click.option("--apply", "do_apply", is_flag=True, help="Write that patch (after re-verifying it on a patched copy); keeps FILE.graphstitch.bak.")
@@ -627,15 +627,35 @@ and nonstrict_trace drop run-time side effects, as inductor does.
 @click.option("--html", "html_path", type=OUTPUT, help="Also write a self-contained HTML report (sites with their verified fixes).")
 @click.option("--measure", is_flag=True, help="For each verified fix, time the compiled target before and after it "
               "(alternating, same backend) and report the speedup.")
+@click.option("--all", "fix_everything", is_flag=True, help="Apply verified source rewrites site by site on a copy, "
+              "re-running the census after each, to a fixed point; report the final graph count. With --diff/--apply: "
+              "the combined patch (re-verified from the pristine files).")
 @project_option
 def fix(target: str, json_path: str | None, jobs: int | None, backend: str, site_filter: str | None,
         kinds: tuple[str, ...], show_diff: bool, do_apply: bool, grad: bool, timeout: float, html_path: str | None,
-        measure: bool, project: str | None) -> None:
+        measure: bool, fix_everything: bool, project: str | None) -> None:
     """Try fixes for every break in TARGET, verify each, and rank the verified ones."""
     check_target(target)
     from .fix import apply_best, run_fix
     from .render import terminal
     opts = Options(backend=backend, grad=grad)
+    if fix_everything:
+        from .fix.fixall import apply_all, fix_all
+        result, files = fix_all(target, opts, jobs=jobs or 2, timeout=timeout)
+        terminal.fix_all(result)
+        if json_path:
+            from .render import write_json
+            write_json(result, json_path)
+        if do_apply:
+            msg, ok = apply_all(result, files, target, opts, timeout=timeout)
+            if not ok:
+                fail(msg, EXIT_FAIL)
+            click.echo(msg)
+        elif show_diff:
+            if not result.verified:
+                fail("no verified combined patch: " + ("; ".join(result.why_not) or "no rewrite verified"), EXIT_FAIL)
+            click.echo(result.patch, nl=False)
+        return
     report = run_fix(target, opts, jobs=jobs, timeout=timeout, kinds=set(kinds) or None,
                      only=(lambda s: site_filter in f"{s.gb_id} {s.id.path}:{s.line}") if site_filter else None)
     if report.error and report.error.kind is ErrorKind.TARGET:
@@ -784,3 +804,127 @@ def run(json_path: str | None, html_path: str | None, project: str | None, scrip
                       "then `graphstitch trace DIR`.[/]")
     _write_outputs(c, json_path, html_path)
     sys.exit(128 - rc if rc < 0 else rc)
+
+
+# ----------------------------------------------------------------------------- sweep
+
+SWEEP_HELP = """\b
+SOURCE is any of:
+  transformers | diffusers | torch_geometric   every model of a registry, built small from configs
+  transformers/BertModel[@train]               one zoo model
+  PATH.py:FACTORY | package.module:FACTORY     one TARGET
+  PATH.py | package.module                     every factory in it (public functions without
+                                               required arguments, or its __all__)
+  DIR                                          every .py file in it (not _* or test_*)
+  LIST.toml                                    targets = ["...", ...] and/or [[target]] source=, modes=
+With --merge, the SOURCEs are JSONL files of earlier sweeps (shards) to join and report.
+
+\b
+Each target is one census in its own worker process (crash/hang isolation, --timeout, one
+retry for a crash or timeout), with torch.compile's fullgraph=False semantics (a break splits
+the graph and is counted). Mode eval runs under no_grad; train puts zoo models in train()
+with labels and runs with autograd enabled.
+
+\b
+Exit codes:
+  0  the sweep ran (whatever the targets' statuses)
+  1  --gate: a regression against --compare (or an improvement, with --fail-on-improvement)
+  2  usage error: unknown source, bad --shard, --out exists without --resume, unreadable file
+"""
+
+
+@main.command(epilog=SWEEP_HELP)
+@click.argument("sources", nargs=-1, required=True)
+@click.option("--only", multiple=True, metavar="GLOB", help="Keep only targets whose id or name matches (repeatable).")
+@click.option("--exclude", multiple=True, metavar="GLOB", help="Drop targets whose id or name matches (repeatable).")
+@click.option("--mode", "modes", default="eval", show_default=True, metavar="eval,train", help="Modes to run each model in.")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True, help="Workers in parallel (local pool).")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=600.0, show_default=True,
+              help="Per-target limit in seconds, from the worker's start-up (then killed; retried once).")
+@click.option("--retries", type=click.IntRange(min=0), default=1, show_default=True, help="Extra tries for a crash or timeout.")
+@click.option("--min-free-mb", type=click.FloatRange(min=0), default=2048, show_default=True,
+              help="Memory guard: start no new worker while available memory is below this (one always runs).")
+@click.option("--out", "out_path", type=click.Path(dir_okay=False), default=None,
+              help="Stream one JSON row per target to this JSONL file as each finishes.")
+@click.option("--resume", is_flag=True, help="Continue the sweep in --out: skip targets it already has.")
+@click.option("--logs", "log_dir", type=click.Path(file_okay=False), default=None, help="Keep each worker's output in DIR/<target>.log.")
+@click.option("--ray", "ray_address", metavar="auto|ADDRESS|local", default=None,
+              help="Run the targets as Ray tasks on a cluster (ray.init(address)); 'local' starts one here with -j CPUs.")
+@click.option("--num-cpus", type=click.FloatRange(min=0), default=1, show_default=True, help="Ray: CPUs per task.")
+@click.option("--num-gpus", type=click.FloatRange(min=0), default=0, show_default=True, help="Ray: GPUs per task (1 = one task per GPU).")
+@click.option("--shard", default=None, metavar="K/N", help="Run only shard K of N (a stable hash of each target id).")
+@click.option("--merge", is_flag=True, help="SOURCES are JSONL files of earlier sweeps: join them (--out writes the union) and report.")
+@click.option("--compare", "compare_path", type=click.Path(dir_okay=False), default=None,
+              help="Compare with the rows of an earlier sweep (JSONL): regressions and improvements per model and root cause.")
+@click.option("--gate", is_flag=True, help="With --compare: exit 1 on any regression.")
+@click.option("--fail-on-improvement", is_flag=True, help="With --gate: also exit 1 on improvements not yet recorded.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the report as JSON (schema graphstitch.sweep/1).")
+@click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False), help="Write the report as Markdown.")
+@click.option("--html", "html_path", type=click.Path(dir_okay=False), help="Write a self-contained HTML report with sortable tables.")
+@click.option("--quiet", is_flag=True, help="No progress bar and no per-target table in the terminal.")
+@compile_options
+def sweep(sources: tuple[str, ...], only: tuple[str, ...], exclude: tuple[str, ...], modes: str, jobs: int,
+          timeout: float, retries: int, min_free_mb: float, out_path: str | None, resume: bool, log_dir: str | None,
+          ray_address: str | None, num_cpus: float, num_gpus: float, shard: str | None, merge: bool,
+          compare_path: str | None, gate: bool, fail_on_improvement: bool, json_path: str | None,
+          markdown_path: str | None, html_path: str | None, quiet: bool, **compile_opts: Any) -> None:
+    """Census every model of a zoo (a registry, your factories, a TOML list), locally or on Ray."""
+    from . import sweep as sw
+    from .render import sweep as render_sweep
+    from .render import write_json
+
+    if gate and not compare_path:
+        fail("--gate needs --compare OLD.jsonl")
+    if resume and not out_path:
+        fail("--resume needs --out FILE (the sweep to continue)")
+
+    def load(path: str) -> list[sw.Row]:
+        try:
+            rows, bad = sw.read_rows(path)
+        except OSError as e:
+            fail(f"cannot read {path}: {e.strerror or e}")
+        if bad:
+            err_console.print(f"[yellow]graphstitch: {bad} unreadable line(s) skipped in {path}[/]")
+        return rows
+
+    old = load(compare_path) if compare_path else None
+    wall: float | None = None
+    if merge:
+        rows = sw.merge(load(p) for p in sources)
+        if out_path:
+            from .files import atomic_write
+            from .sweep.rows import row_line
+            if os.path.exists(out_path) and os.path.realpath(out_path) not in {os.path.realpath(p) for p in sources}:
+                fail(f"{out_path} exists: choose another --out for the merged rows")
+            atomic_write(out_path, "".join(row_line(r) for r in rows))
+    else:
+        try:
+            targets = sw.resolve(sources, only=only, exclude=exclude,
+                                 modes=[m.strip() for m in modes.split(",") if m.strip()],
+                                 shard=sw.parse_shard(shard) if shard else None)
+        except (sw.SourceError, ValueError) as e:
+            fail(str(e))
+        if not targets:
+            fail("no targets: the sources and filters select nothing")
+        if ray_address:
+            try:
+                import ray  # noqa: F401
+            except ImportError:
+                fail("--ray needs Ray: pip install 'graphstitch[ray]'")
+        cfg = sw.RunConfig(make_options(**compile_opts), timeout=timeout, retries=retries, log_dir=log_dir)
+        try:
+            rows, wall = sw.execute(targets, cfg, jobs=jobs, ray=ray_address, num_cpus=num_cpus, num_gpus=num_gpus,
+                                    out=out_path, resume=resume, min_free_mb=min_free_mb, progress=not quiet)
+        except FileExistsError as e:
+            fail(str(e))
+    cmp = sw.compare(old, rows, old_name=compare_path) if old is not None and compare_path else None
+    report = sw.build_report(rows, wall_seconds=wall, compare=cmp)
+    render_sweep.terminal(report, Console(highlight=False), all_rows=not quiet)
+    if json_path:
+        write_json(report, json_path)
+    if markdown_path:
+        render_sweep.write_markdown(report, markdown_path)
+    if html_path:
+        render_sweep.write_html(report, html_path)
+    if gate and cmp is not None and sw.gate_failed(cmp, fail_on_improvement=fail_on_improvement):
+        sys.exit(EXIT_FAIL)

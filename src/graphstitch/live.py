@@ -231,7 +231,8 @@ def exited(exc: SystemExit, when: str) -> ErrorInfo:
     return info
 
 
-def run_calls(cap: Capture, calls: Sequence[Call], opts: Options, *, wrap: Wrap | None = None,
+def run_calls(cap: Capture, calls: Sequence[Call], opts: Options,
+              reference: Callable[[], Sequence[Call]] | None = None, *, wrap: Wrap | None = None,
               compiled: dict[int, Callable[..., Any]] | None = None) -> None:
     """The compiled calls in order under capture, then the eager reference on copies of the
     inputs made beforehand.
@@ -239,16 +240,23 @@ def run_calls(cap: Capture, calls: Sequence[Call], opts: Options, *, wrap: Wrap 
     Compiled first: the first run of a model pays one-off costs (allocator, kernels' lazy
     init) that a bare ``torch.compile`` first call pays too; the eager reference after it
     is then cheap. Failures are recorded on the capture (``error``), never raised: a
-    partial census is still a census.
+    partial census is still a census. ``reference`` (a source-rewrite trial) makes the
+    calls of the original code, whose eager outputs and effects are the reference.
     """
     cap.note(config=opts.as_config(), calls=len(calls))
     cap.complete(False)
+    ref_calls = list(reference()) if reference is not None else None
+    if ref_calls is not None and len(ref_calls) != len(calls):
+        cap.fail(ErrorInfo(ErrorKind.TARGET, f"the patched target makes {len(calls)} calls, the original {len(ref_calls)}"))
+        return
     grad = torch.enable_grad() if opts.grad else torch.no_grad()
     _NOT_CHECKED = object()
     # The eager reference gets its own copy of the inputs: an iterator or a tensor mutated in
     # place by the compiled call must reach it as the factory made it.
     copies: list[Any] = []
-    if opts.check_eager:
+    if opts.check_eager and ref_calls is not None:
+        copies = [(a, k) for _, a, k in ref_calls]  # made for the reference alone: no copy needed
+    elif opts.check_eager:
         for _, args, kwargs in calls:
             try:
                 copies.append(copy.deepcopy((args, kwargs)))
@@ -256,7 +264,7 @@ def run_calls(cap: Capture, calls: Sequence[Call], opts: Options, *, wrap: Wrap 
                 copies.append(_NOT_CHECKED)
 
     def eager(i: int) -> Any:
-        fn = calls[i][0]
+        fn = (ref_calls or calls)[i][0]
         eargs, ekwargs = copies[i]
         torch.manual_seed(0)
         return fn(*eargs, **ekwargs)
@@ -296,7 +304,7 @@ def run_calls(cap: Capture, calls: Sequence[Call], opts: Options, *, wrap: Wrap 
                     cap.fail(error_info(ErrorKind.COMPILED, e))
                     return
             if opts.fresh:
-                _fresh_check(cap, calls, compiled)
+                _fresh_check(cap, calls, compiled, list(reference()) if reference is not None else None)
         cap.complete(True)
         if not opts.check_eager:
             return
@@ -360,25 +368,32 @@ def _fresh(x: Any, gen: torch.Generator) -> Any:
         return torch.randint(lo, hi + 1, x.shape, generator=gen, dtype=x.dtype).to(x.device)
     if isinstance(x, (list, tuple)) and not hasattr(x, "_fields"):
         return type(x)(_fresh(v, gen) for v in x)
+    if isinstance(x, Iterator):  # a generator/iterator argument: fresh items, same kind of input
+        return iter([_fresh(v, gen) for v in x])
     if isinstance(x, dict):
         return {k: _fresh(v, gen) for k, v in x.items()}
     return x
 
 
-def _fresh_check(cap: Capture, calls: Sequence[Call], compiled: dict[int, Callable[..., Any]]) -> None:
+def _fresh_check(cap: Capture, calls: Sequence[Call], compiled: dict[int, Callable[..., Any]],
+                 ref_calls: Sequence[Call] | None = None) -> None:
     """Run a fresh random input set eagerly and through the (warm) compiled functions:
     outputs must match, and each call must print/log the same at run time. Compile-time
     runs on fake tensors (allow_in_graph, nonstrict_trace) are not run-time effects."""
     gen = torch.Generator().manual_seed(1234)
     fresh = [(fn, _fresh(a, gen), _fresh(k, gen)) for fn, a, k in calls]
+    # The original code gets the same fresh values (same structure, same generator seed).
+    gen = torch.Generator().manual_seed(1234)
+    ref = [(fn, _fresh(a, gen), _fresh(k, gen)) for fn, a, k in ref_calls] if ref_calls is not None else fresh
     checks = Checks(fresh_outputs_match=True, side_effects_kept=True)
     for i, (fn, args, kwargs) in enumerate(fresh):
         eff_e: list[str] = []
         eff_c: list[str] = []
         try:
+            rfn, rargs, rkwargs = ref[i]
             torch.manual_seed(0)
             with _effects(eff_e):
-                want = clone_output(fn(*args, **kwargs))
+                want = clone_output(rfn(*rargs, **rkwargs))
             torch.manual_seed(0)
             with _effects(eff_c):
                 got = compiled[id(fn)](*args, **kwargs)

@@ -136,6 +136,19 @@ def start(cmd: Sequence[str], *, env: dict[str, str], own_session: bool = True, 
     return Child(popen, own_session=own_session)
 
 
+def kill_children() -> None:
+    """Kill every process this one started, with their trees: when threads are waiting on
+    workers (a `sweep -j N`) and the main thread is interrupted, nobody else will."""
+    with contextlib.suppress(psutil.Error):
+        kids = psutil.Process().children()
+        for k in kids:
+            with contextlib.suppress(psutil.Error):
+                for p in k.children(recursive=True):
+                    p.kill()
+                k.kill()
+        psutil.wait_procs(kids, timeout=10)
+
+
 def _signame(n: int) -> str:
     try:
         return signal.Signals(n).name

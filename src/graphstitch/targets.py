@@ -52,6 +52,9 @@ class Options:
     # `graphstitch fix` trials: also check a fresh random input set and side effects.
     fresh: bool = False
     patches: Patches | None = None
+    # A source-rewrite trial: the ORIGINAL target whose eager outputs and printed/logged
+    # output are the reference (the patched code's own eager run could share its mistake).
+    reference: str | None = None
     # `census --fullgraph-semantics`: the configs fullgraph=True implies (live.FULLGRAPH_CONFIG).
     fullgraph_semantics: bool = False
 

@@ -21,6 +21,7 @@ as ``__main__``. Both are here because every command needs them.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import os
@@ -127,7 +128,7 @@ def read_outcome(files: Files, exit_code: int, died: ErrorInfo | None, *, target
 
 
 def run(job: Job, *, timeout: float | None = None, pythonpath: Sequence[str] = (),
-        stdout: int | IO[Any] | None = None, warm: procs.Child | None = None,
+        stdout: int | IO[Any] | None = None, stderr: int | IO[Any] | None = None, warm: procs.Child | None = None,
         inductor_cache: str | None = None, own_cache: bool = False, own_session: bool = True,
         ok_codes: tuple[int, ...] | None = (0, 2), what: str = "target", reap: bool = True) -> Outcome:
     """Run JOB in a fresh child (or in WARM, a child from :func:`prestart`) and read what it
@@ -142,7 +143,7 @@ def run(job: Job, *, timeout: float | None = None, pythonpath: Sequence[str] = (
             child.popen.stdin.write(json.dumps({"dir": d, "env": {k: env[k] for k in _JOB_ENV if k in env}}) + "\n")
             child.popen.stdin.close()
         else:
-            child = procs.start(procs.python_cmd("graphstitch.worker", d), env=env, stdout=stdout,
+            child = procs.start(procs.python_cmd("graphstitch.worker", d), env=env, stdout=stdout, stderr=stderr,
                                 own_session=own_session)
         rc, died = child.wait(timeout, ready=lambda: os.path.exists(files.ready), ok_codes=ok_codes,
                               what=what, reap=reap)
@@ -293,15 +294,42 @@ def main(argv: list[str]) -> int:
 
 def census_job(job: Job, ctx: Context) -> tuple[int, Any]:
     """Run a TARGET's calls under capture. Exit 2: a bad target (error kind target)."""
-    from .live import Capture, load_calls, run_calls
-    from .targets import TargetError
+    from .live import load_calls
+    from .targets import TargetError, load_factory
     assert job.spec is not None
+    ref = None
+    calls: list[Any] | ErrorInfo
     try:
-        calls = load_calls(job.spec)
+        # The reference loads first: the patched module, loaded second, is the one in
+        # sys.modules under their common name (Dynamo re-imports it while tracing).
+        if job.options.reference:
+            before = set(sys.modules)
+            ref_factory = load_factory(job.options.reference)
+            # The user's own modules the original imported are forgotten (the original keeps
+            # them through its globals), so the patched target imports the patched copies.
+            from .paths import is_library
+            for name in set(sys.modules) - before:
+                f = getattr(sys.modules[name], "__file__", None)
+                if f and not is_library(f):
+                    del sys.modules[name]
+            ref = functools.partial(_seeded_calls, ref_factory, job.options.reference)
+            calls = _seeded_calls(load_factory(job.spec), job.spec)
+        else:
+            calls = load_calls(job.spec)
     except TargetError as e:
         note(ctx.sink, target=job.spec, error=ErrorInfo(ErrorKind.TARGET, str(e)))
         return 2, None
-    with Capture(ctx.sink, target=job.spec, project_root=job.project_root) as cap:
+    return census_of_calls(job, ctx, calls, job.spec, reference=ref)
+
+
+def census_of_calls(job: Job, ctx: Context, calls: list[Any] | ErrorInfo, target: str | None, *,
+                    reference: Callable[[], list[Any]] | None = None) -> tuple[int, Any]:
+    """The census part of a census job, for handlers that make the calls another way (a
+    `sweep` zoo model is built from its registry, not loaded from a TARGET). CALLS is an
+    ErrorInfo when the factory exited before making any; REFERENCE makes the original's
+    calls when a patched copy is checked against it (`fix`)."""
+    from .live import Capture, run_calls
+    with Capture(ctx.sink, target=target, project_root=job.project_root) as cap:
         if isinstance(calls, ErrorInfo):  # the factory exited
             cap.complete(False)
             cap.fail(calls)
@@ -311,8 +339,23 @@ def census_job(job: Job, ctx: Context) -> tuple[int, Any]:
         except Exception as e:  # noqa: BLE001 - a hatch that cannot apply is a result
             cap.fail(ErrorInfo(ErrorKind.PATCH, str(e)[:2000], type(e).__name__))
             return 0, None
-        run_calls(cap, calls, job.options)
+        run_calls(cap, calls, job.options, reference=reference)
     return 0, None
+
+
+def _seeded_calls(factory: Callable[[], Any], spec: str) -> list[Any]:
+    """A rewrite trial calls the original's and the patched factory: an unseeded factory
+    must make the same random inputs for both."""
+    import random
+
+    import torch
+
+    from .targets import make_calls
+    random.seed(0)
+    torch.manual_seed(0)
+    if "numpy" in sys.modules:
+        sys.modules["numpy"].random.seed(0)
+    return make_calls(factory, spec)
 
 
 def run_setup(job: Job, calls: list[Any]) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from ..jsonio import to_json
 from ..model import Site, StackEntry
 from ..paths import in_project, is_torch_file_path
 from ..targets import Patches, Wrap
+from .rewrites import Rewrite
 
 # Least invasive first: how ranking breaks ties between verified candidates.
 INVASIVENESS = {"config": 1, "nonstrict_trace": 2, "leaf_function": 3,
@@ -22,15 +23,39 @@ _FLAGS = ("capture_scalar_outputs", "capture_dynamic_output_shape_ops", "trace_a
 _LOG_METHODS = ("debug", "info", "warning", "error", "exception", "critical", "log")
 
 
+# One line per candidate kind: what it costs (rewrites carry their own).
+TRADEOFFS = {
+    "config": "a torch._dynamo.config flag for the whole process, not just this site",
+    "nonstrict_trace": "the function is not traced by Dynamo (AOT traces it); inputs/outputs must be tensors/constants",
+    "leaf_function": "the function runs eagerly as an opaque op; its output shapes come from a fake",
+    "custom_op": "an opaque custom op with a generated fake; the compiler cannot fuse into it",
+    "allow_in_graph": "the body is traced at compile time: Python side effects may not run at run time",
+    "disable": "the function runs eagerly (a graph boundary stays around the call)",
+}
+
+
 @dataclass
 class Candidate:
-    kind: str            # "config" or a hatch name
+    kind: str            # "config", a hatch name, or a rewrite strategy ("rewrite", "extract", "split")
     label: str
     patches: Patches
+    rewrite: Rewrite | None = None   # a source patch, tried on a patched copy
 
     @property
     def key(self) -> str:
+        if self.rewrite is not None:
+            return json.dumps({"rule": self.rewrite.rule, "files": self.rewrite.files}, sort_keys=True)
         return json.dumps(to_json(self.patches), sort_keys=True)
+
+    @property
+    def strategy(self) -> str:
+        if self.rewrite is not None:
+            return self.rewrite.strategy
+        return "config" if self.kind == "config" else "hatch"
+
+    @property
+    def tradeoff(self) -> str:
+        return self.rewrite.tradeoff if self.rewrite is not None else TRADEOFFS.get(self.kind, "")
 
 
 def candidates(site: Site, project_root: str | None) -> list[Candidate]:

@@ -5,28 +5,50 @@ from __future__ import annotations
 
 import ast
 import contextlib
-import dataclasses
 import difflib
 import os
 import re
-import shutil
-import tempfile
+from collections.abc import Callable
 
-from .. import worker
 from ..files import WriteRefused, atomic_write, check_writable, file_hash
-from ..model import Site, SkippedFrame
 from ..paths import in_project, short_path
 from ..targets import Options, target_file, target_root
 from .candidates import Candidate
-from .trials import Fix, FixReport, census_job, evaluate
+from .copies import census_on_copy, old_text
+from .rewrites import proposals
+from .trials import Fix, FixReport, evaluate
 
 WRITABLE_KINDS = ("config", "nonstrict_trace", "disable")
 
 
+def writable(fix: Fix) -> bool:
+    """Source rewrites, config lines and decorators that need no generated fake."""
+    return fix.rule is not None or fix.kind in WRITABLE_KINDS
+
+
 def best(report: FixReport) -> Fix | None:
-    """The first verified fix graphstitch can write as plain source: config lines and
-    decorators that need no generated fake."""
-    return next((f for f in report.fixes if f.verified and f.kind in WRITABLE_KINDS), None)
+    """The first (best-ranked) verified fix graphstitch can write as plain source."""
+    return next((f for f in report.fixes if f.verified and writable(f)), None)
+
+
+def planned_files(fix: Fix, report: FixReport, spec: str, root: str) -> dict[str, str]:
+    """path -> new text of the patch for this fix, computed from the files as they are now
+    (a rewrite is proposed again by its rule; a file changed since the census is refused
+    later by its hash)."""
+    tfile = target_file(spec)
+    if tfile is None:
+        raise LookupError(f"cannot find the source file of {spec}")
+    if fix.rule is not None:
+        site = next((s for s in report.sites if s.id == fix.site), None)
+        if site is None:
+            raise LookupError(f"the census has no site {fix.label}")
+        props, _ = proposals(site, root, target_file=tfile, factory=spec.rpartition(":")[2])
+        rw = next((p for p in props if p.rule == fix.rule and p.label == fix.candidate), None)
+        if rw is None:
+            raise LookupError(f"the rewrite {fix.candidate!r} no longer applies to {short_path(site.file)}")
+        return rw.files
+    path, _, new = plan_patch(fix, tfile, root)
+    return {path: new}
 
 
 def _after_imports(tree: ast.Module) -> int:
@@ -112,58 +134,57 @@ def refuse_reason(path: str, expected_hash: str | None, root: str | None) -> str
     return None
 
 
-def reverify(fix: Fix, report: FixReport, spec: str, opts: Options, path: str, new: str, root: str,
+def reverify(fix: Fix, report: FixReport, spec: str, opts: Options, files: dict[str, str], root: str,
              timeout: float | None) -> Fix:
-    """Census a copy of the project's target and patched files, laid out as in the project
-    (so site identities match), and evaluate it like a trial."""
-    tfile = target_file(spec)
-    if tfile is None:
-        raise LookupError(f"cannot find the source file of {spec}")
+    """Census a copy of the project with the patch applied and evaluate it like a trial."""
     site = next((s for s in report.sites if s.id == fix.site), None)
     if site is None:
         raise LookupError(f"the census has no site {fix.label}")
-    with tempfile.TemporaryDirectory(prefix="graphstitch-fix-") as tmp:
-        def copy_of(p: str) -> str:
-            rel = os.path.relpath(os.path.realpath(p), root)
-            if rel.startswith(".."):
-                raise LookupError(f"{p} is outside the project {root}; cannot re-verify it on a copy")
-            dst = os.path.join(tmp, rel)
-            os.makedirs(os.path.dirname(dst), exist_ok=True)
-            return dst
-        t_copy = copy_of(tfile)
-        shutil.copy2(tfile, t_copy)
-        with open(copy_of(path), "w", encoding="utf-8") as f:
-            f.write(new)
-        p_copy = copy_of(path)
-        t_spec = t_copy + ":" + spec.rpartition(":")[2]
-        trial_opts = dataclasses.replace(opts, fresh=True, patches=None)
-        trial = worker.run(census_job(t_spec, trial_opts, tmp), timeout=timeout,
-                           pythonpath=[os.path.dirname(t_copy), os.path.dirname(tfile)]).census
-    # Identities already match (same project layout); lines are shown as in the user's file.
-    lines = _line_map(old_text(path), new)
-    items: list[Site | SkippedFrame] = [*trial.sites, *trial.skipped_frames]
-    for item in items:
-        if os.path.realpath(item.file) == os.path.realpath(p_copy):
-            item.file, item.line = path, lines.get(item.line, item.line)
-        elif os.path.realpath(item.file) == os.path.realpath(t_copy):
-            item.file = tfile
+    trial = census_on_copy(spec, opts, root, files, timeout)
     return evaluate(site, Candidate(fix.kind, fix.candidate, fix.patches), report, trial)
 
 
-def old_text(path: str) -> str:
-    with open(path, encoding="utf-8") as f:
-        return f.read()
-
-
-def _line_map(old: str, new: str) -> dict[int, int]:
-    """New line number -> old line number for lines the patch did not touch."""
-    sm = difflib.SequenceMatcher(a=old.splitlines(), b=new.splitlines(), autojunk=False)
-    out: dict[int, int] = {}
-    for tag, i1, i2, j1, _ in sm.get_opcodes():
-        if tag == "equal":
-            for k in range(i2 - i1):
-                out[j1 + k + 1] = i1 + k + 1
-    return out
+def write_files(files: dict[str, str], hashes: dict[str, str], root: str,
+                check: Callable[[], list[str]]) -> tuple[str | None, bool]:
+    """Write a verified patch (several files): every file refused first if it changed since
+    the census (hash), is outside the project or is not writable; ``check`` re-verifies on a
+    copy (reasons, empty when verified); then each file is written atomically after its
+    ``.graphstitch.bak`` (never over an earlier backup). Returns (refusal, False) or
+    ("backup: NAMES", True)."""
+    def refusal() -> str | None:
+        for path in files:
+            why = refuse_reason(path, hashes.get(os.path.realpath(path)), root)
+            if why:
+                return why
+        return None
+    why = refusal()
+    if why:
+        return why, False
+    try:
+        reasons = check()
+    except LookupError as e:
+        return str(e), False
+    if reasons:
+        return "the patched copy did not verify: " + "; ".join(reasons), False
+    why = refusal()  # a file may have changed meanwhile
+    if why:
+        return why, False
+    done: list[str] = []
+    backups: list[str] = []
+    for path, new in files.items():
+        backup = _free_backup_name(path)
+        old = old_text(path)
+        try:
+            atomic_write(backup, old)
+            os.chmod(backup, os.stat(path).st_mode & 0o7777)
+            atomic_write(path, new)
+        except (WriteRefused, OSError) as e:
+            with contextlib.suppress(OSError):
+                os.unlink(backup)  # ours: the name was free before this write
+            return f"not applied to {short_path(path)}: {e}" + (f" (already written: {', '.join(done)})" if done else ""), False
+        done.append(short_path(path))
+        backups.append(short_path(backup))
+    return "backup: " + ", ".join(backups), True
 
 
 def apply_best(report: FixReport, spec: str, opts: Options, *, write: bool,
@@ -173,37 +194,17 @@ def apply_best(report: FixReport, spec: str, opts: Options, *, write: bool,
     fix = best(report)
     if fix is None:
         return "no verified candidate that graphstitch can write as a source patch", False
-    tfile = target_file(spec)
-    if tfile is None:
-        return f"cannot find the source file of {spec}", False
     root = project_root or target_root(spec)
     try:
-        path, old, new = plan_patch(fix, tfile, root)
+        files = planned_files(fix, report, spec, root)
     except (LookupError, OSError, SyntaxError) as e:
         return f"cannot write a patch for {fix.candidate}: {e}", False
-    diff = unified_diff(path, old, new)
+    diff = "".join(unified_diff(p, old_text(p), new) for p, new in files.items())
     if not write:
         return diff, True
-    expected = report.source_sha256.get(os.path.realpath(path))
-    why = refuse_reason(path, expected, root)
-    if why:
-        return why, False
-    try:
-        check = reverify(fix, report, spec, opts, path, new, root, timeout)
-    except LookupError as e:
-        return str(e), False
-    if not check.verified:
-        return "the patched copy did not verify: " + "; ".join(check.why_not), False
-    why = refuse_reason(path, expected, root)  # the file may have changed meanwhile
-    if why:
-        return why, False
-    backup = _free_backup_name(path)
-    try:
-        atomic_write(backup, old)
-        os.chmod(backup, os.stat(path).st_mode & 0o7777)
-        atomic_write(path, new)
-    except (WriteRefused, OSError) as e:
-        with contextlib.suppress(OSError):
-            os.unlink(backup)  # ours: the name was free before this write
-        return f"not applied: {e}", False
-    return f"{diff}\napplied {fix.candidate} to {short_path(path)} (backup: {short_path(backup)})", True
+    why, ok = write_files(files, report.source_sha256, root,
+                          lambda: reverify(fix, report, spec, opts, files, root, timeout).why_not)
+    if not ok:
+        return why or "not applied", False
+    # On success write_files says where the backups went.
+    return f"{diff}\napplied {fix.candidate} to {', '.join(short_path(p) for p in files)} ({why})", True

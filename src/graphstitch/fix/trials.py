@@ -9,9 +9,11 @@ input set, and what the code prints/logs per call at run time is unchanged.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import os
 import queue
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -20,10 +22,13 @@ from .. import procs, worker
 from ..advice import advise
 from ..changes import diff, site_label
 from ..files import file_hash
-from ..model import Census, ErrorInfo, Site, SiteId
+from ..model import Census, ErrorInfo, ErrorKind, Site, SiteId
+from ..paths import short_path
 from ..perf.timing import LatencyStats
 from ..targets import Options, Patches, target_file, target_root
 from .candidates import INVASIVENESS, Candidate, candidates
+from .copies import census_job, census_on_copy
+from .rewrites import STRATEGY_RANK, Rewrite, proposals
 
 
 @dataclass
@@ -69,6 +74,18 @@ class Fix:
     error: ErrorInfo | None = None
     why_not: list[str] = field(default_factory=list)   # empty when verified
     measure: Measure | None = None
+    strategy: str = "hatch"          # rewrite > extract (+ hatch) = hatch > split > config
+    tradeoff: str = ""               # one line: what the candidate costs
+    rule: str | None = None          # a source rewrite's rule id
+    patch: str | None = None         # a source rewrite's unified diff (relative paths)
+
+
+@dataclass
+class Refused:
+    """A rewrite rule that recognised the site's pattern but offers no patch, and why."""
+    site: SiteId
+    rule: str
+    reason: str
 
 
 @dataclass
@@ -76,6 +93,9 @@ class FixReport(Census):
     """`graphstitch fix --json`: the baseline census (with advice) and every trial."""
     fixes: list[Fix] = field(default_factory=list)
     source_sha256: dict[str, str] = field(default_factory=dict)   # files hashed at the census (--apply refuses changed ones)
+    refused: list[Refused] = field(default_factory=list)          # rewrite rules that matched a site but proposed nothing
+    census_seconds: float | None = None                           # wall time of the baseline census
+    trials_seconds: float | None = None                           # wall time of all trials (with -j)
 
     @property
     def schema(self) -> str:
@@ -115,9 +135,27 @@ def evaluate(site: Site, cand: Candidate, base: Census, trial: Census) -> Fix:
             se = trial.checks.side_effects
             why.append(f"side effect lost at run time (call {se.call if se else '?'}: eager "
                        f"{len(se.eager) if se else '?'} print/log, compiled {len(se.compiled) if se else '?'})")
+    rw = cand.rewrite
     return Fix(site.id, site_label(site.id, site.line), cand.label, cand.kind, cand.patches, not why,
                Counts.of(base), Counts.of(trial), not still and not trial.error, outputs, effects,
-               trial.config.get("wrapped"), new_sites, new_skips, trial.error, why)
+               trial.config.get("wrapped"), new_sites, new_skips, trial.error, why,
+               strategy=cand.strategy, tradeoff=cand.tradeoff, rule=rw.rule if rw else None,
+               patch=rewrite_diff(rw) if rw else None)
+
+
+def rewrite_diff(rw: Rewrite, old: dict[str, str] | None = None) -> str:
+    """One unified diff for a rewrite's files (against ``old`` texts, else the files on disk)."""
+    out = []
+    for path, new in rw.files.items():
+        if old and path in old:
+            before = old[path]
+        else:
+            with open(path, encoding="utf-8") as f:
+                before = f.read()
+        rel = short_path(path)
+        out.append("".join(difflib.unified_diff(before.splitlines(keepends=True), new.splitlines(keepends=True),
+                                                fromfile=f"a/{rel}", tofile=f"b/{rel}")))
+    return "".join(out)
 
 
 def rank(fixes: list[Fix]) -> list[Fix]:
@@ -125,19 +163,16 @@ def rank(fixes: list[Fix]) -> list[Fix]:
     order: dict[SiteId, int] = {}
     for f in fixes:
         order.setdefault(f.site, len(order))
-    return sorted(fixes, key=lambda f: (order[f.site], not f.verified, f.after.graphs,
-                                        INVASIVENESS.get(f.kind, 9), f.candidate))
-
-
-def census_job(spec: str, opts: Options, root: str | None) -> worker.Job:
-    setup = "graphstitch.fix.hatches:install" if opts.patches and opts.patches.wrap else None
-    return worker.Job(spec=spec, options=opts, project_root=root, setup=setup)
+    return sorted(fixes, key=lambda f: (order[f.site], not f.verified, STRATEGY_RANK.get(f.strategy, 9),
+                                        f.after.graphs, INVASIVENESS.get(f.kind, 9), f.candidate))
 
 
 def run_fix(spec: str, opts: Options, *, jobs: int | None = None, timeout: float | None = None,
             only: Callable[[Site], bool] | None = None, kinds: set[str] | None = None,
-            project_root: str | None = None) -> FixReport:
-    """Census the target, then one trial census per distinct candidate, in parallel.
+            project_root: str | None = None, exhaustive: bool = False) -> FixReport:
+    """Census the target, then one trial census per distinct candidate, in parallel:
+    source rewrites first (each on a patched copy), then config flags and run-time hatches
+    for the sites no rewrite fixed (all of them with ``exhaustive``).
     Returns the baseline census with advice, and every trial in ``fixes``."""
     opts = dataclasses.replace(opts, fresh=True, patches=None)
     jobs = max(1, jobs or os.cpu_count() or 1)
@@ -147,7 +182,7 @@ def run_fix(spec: str, opts: Options, *, jobs: int | None = None, timeout: float
     for _ in range(jobs):
         warm.put(worker.prestart())
     try:
-        return _run_fix(spec, opts, jobs, timeout, only, kinds, warm, root)
+        return _run_fix(spec, opts, jobs, timeout, only, kinds, warm, root, exhaustive)
     finally:
         while not warm.empty():  # idle workers hold no job: stop them, don't wait for imports
             child = warm.get()
@@ -156,10 +191,13 @@ def run_fix(spec: str, opts: Options, *, jobs: int | None = None, timeout: float
 
 
 def _run_fix(spec: str, opts: Options, jobs: int, timeout: float | None, only: Callable[[Site], bool] | None,
-             kinds: set[str] | None, warm: queue.SimpleQueue[object], root: str) -> FixReport:
+             kinds: set[str] | None, warm: queue.SimpleQueue[object], root: str, exhaustive: bool) -> FixReport:
     tfile = target_file(spec)
     hashes = {tfile: file_hash(tfile)} if tfile and os.path.isfile(tfile) else {}
+    t0 = time.perf_counter()
     base = FixReport.of(worker.run(census_job(spec, opts, root), timeout=timeout).census)
+    base.census_seconds = time.perf_counter() - t0
+    t0 = time.perf_counter()
     for s in base.sites:  # --apply refuses a file that changed after this point
         real = os.path.realpath(s.file)
         if real not in hashes and os.path.isfile(real):
@@ -168,23 +206,46 @@ def _run_fix(spec: str, opts: Options, jobs: int, timeout: float | None, only: C
     advise(base)
     if base.error:
         return base
-    pairs = [(s, c) for s in base.sites if only is None or only(s) for c in candidates(s, root)
-             if kinds is None or c.kind in kinds]
-    unique = {c.key: c for _, c in pairs}
-    left = [len(unique)]
+    sites = [s for s in base.sites if only is None or only(s)]
+    factory = spec.rpartition(":")[2]
+    rewrites: list[tuple[Site, Candidate]] = []
+    for s in sites:
+        props, refused = proposals(s, root, target_file=tfile, factory=factory)
+        base.refused += [Refused(s.id, r.rule, r.reason) for r in refused]
+        rewrites += [(s, Candidate(p.strategy, p.label, Patches(), p)) for p in props]
+    rewrites = [(s, c) for s, c in rewrites if kinds is None or c.kind in kinds]
     lock = threading.Lock()
 
-    def trial(c: Candidate) -> Census:
-        with lock:
-            left[0] -= 1
-            child = warm.get() if not warm.empty() else worker.prestart()
-            if left[0] >= jobs:
-                warm.put(worker.prestart())  # ready for a later trial
-        assert isinstance(child, procs.Child)
-        job = census_job(spec, dataclasses.replace(opts, patches=c.patches), root)
-        return worker.run(job, timeout=timeout, warm=child).census
+    def run_all(cands: dict[str, Candidate]) -> dict[str, Census]:
+        left = [len(cands)]
 
-    with ThreadPoolExecutor(max_workers=jobs) as ex:
-        results = dict(zip(unique, ex.map(trial, unique.values())))
-    base.fixes = rank([evaluate(s, c, base, results[c.key]) for s, c in pairs])
+        def trial(c: Candidate) -> Census:
+            with lock:
+                left[0] -= 1
+                child = warm.get() if not warm.empty() else worker.prestart()
+                if left[0] >= jobs:
+                    warm.put(worker.prestart())  # ready for a later trial
+            assert isinstance(child, procs.Child)
+            if c.rewrite is not None:
+                try:
+                    return census_on_copy(spec, opts, root, c.rewrite.files, timeout, warm=child)
+                except LookupError as e:
+                    child.kill_tree()
+                    return dataclasses.replace(base, sites=[], fixes=[], error=ErrorInfo(ErrorKind.PATCH, str(e)))
+            job = census_job(spec, dataclasses.replace(opts, patches=c.patches), root)
+            return worker.run(job, timeout=timeout, warm=child).census
+
+        with ThreadPoolExecutor(max_workers=jobs) as ex:
+            return dict(zip(cands, ex.map(trial, cands.values())))
+
+    # Best strategy first: a site with a verified rewrite needs no run-time wrapper or flag.
+    results = run_all({c.key: c for _, c in rewrites})
+    fixes = [evaluate(s, c, base, results[c.key]) for s, c in rewrites]
+    done = {f.site for f in fixes if f.verified and f.strategy == "rewrite"} if not exhaustive else set()
+    pairs = [(s, c) for s in sites if s.id not in done for c in candidates(s, root)
+             if kinds is None or c.kind in kinds]
+    results = run_all({c.key: c for _, c in pairs})
+    fixes += [evaluate(s, c, base, results[c.key]) for s, c in pairs]
+    base.fixes = rank(fixes)
+    base.trials_seconds = time.perf_counter() - t0
     return base

@@ -31,6 +31,40 @@ _ENV = jinja2.Environment(loader=jinja2.PackageLoader("graphstitch", "render/tem
 _ENV.filters["short"] = short_path
 
 
+def side_by_side(patch: str | None) -> list[dict[str, Any]]:
+    """A unified diff as before/after rows, each side highlighted: {"file"} rows start a
+    file, {"old", "new", "kind"} rows pair removed with added lines (kind: same/change)."""
+    rows: list[dict[str, Any]] = []
+    minus: list[str] = []
+    plus: list[str] = []
+
+    def flush() -> None:
+        for i in range(max(len(minus), len(plus))):
+            rows.append({"old": highlight(minus[i]) if i < len(minus) else "",
+                         "new": highlight(plus[i]) if i < len(plus) else "", "kind": "change"})
+        minus.clear()
+        plus.clear()
+    for ln in (patch or "").splitlines():
+        if ln.startswith("+++ "):
+            rows.append({"file": ln[4:].removeprefix("b/")})
+        elif ln.startswith(("--- ", "@@")):
+            flush()
+            if ln.startswith("@@"):
+                rows.append({"hunk": ln.split("@@")[1].strip()})
+        elif ln.startswith("-"):
+            minus.append(ln[1:])
+        elif ln.startswith("+"):
+            plus.append(ln[1:])
+        else:
+            flush()
+            rows.append({"old": highlight(ln[1:]), "new": highlight(ln[1:]), "kind": "same"})
+    flush()
+    return rows
+
+
+_ENV.filters["side_by_side"] = side_by_side
+
+
 @functools.lru_cache(maxsize=1)
 def _pygments() -> tuple[Any, Any, str]:
     from pygments.formatters import HtmlFormatter

@@ -15,6 +15,7 @@ from rich.text import Text
 
 from ..costs import cost_for
 from ..fix import FixReport
+from ..fix.fixall import FixAll
 from ..gate import Verdict
 from ..guards import GuardReport
 from ..model import Census, Site
@@ -187,9 +188,46 @@ def fixes(report: FixReport, console: Console | None = None) -> None:
         for f in rows:
             b, a = f.before, f.after
             mark = "[bold green]VERIFIED[/]" if f.verified else "[red]rejected[/]"
-            console.print(f"  {mark} {escape(f.candidate)} · graphs {b.graphs}→{a.graphs} · sites {b.sites}→{a.sites}")
+            console.print(f"  {mark} {escape(f'[{f.strategy}]')} {escape(f.candidate)} · graphs {b.graphs}→{a.graphs}"
+                          f" · sites {b.sites}→{a.sites}")
+            if f.tradeoff:
+                console.print(f"      [dim]trade-off: {escape(f.tradeoff)}[/]")
             for why in f.why_not:
                 console.print(f"      [dim]{escape(why)}[/]")
+            if f.verified and f.patch:
+                compact_diff(f.patch, console)
+        for r in report.refused:
+            if r.site == sid:
+                console.print(f"  [yellow]no rewrite[/] ({escape(r.rule)}): [dim]{escape(r.reason)}[/]")
+
+
+def compact_diff(patch: str, console: Console, limit: int = 12) -> None:
+    """The changed lines of a patch (no context), indented under its fix."""
+    lines = [ln for ln in patch.splitlines() if ln[:1] in "+-" and not ln.startswith(("+++", "---"))]
+    for ln in lines[:limit]:
+        style = "green" if ln.startswith("+") else "red"
+        console.print(f"      [{style}]{escape(ln)}[/]")
+    if len(lines) > limit:
+        console.print(f"      [dim]… {len(lines) - limit} more changed lines (--diff shows all)[/]")
+
+
+def fix_all(result: FixAll, console: Console | None = None) -> None:
+    """`fix --all`: the steps to the fixed point, graphs before and after, what is left."""
+    console = console or Console(highlight=False)
+    s, f = result.start, result.final
+    console.print(f"[bold]graphstitch fix --all[/] {escape(result.target)}: graphs {s.graphs}→{f.graphs} · "
+                  f"sites {s.sites}→{f.sites} · break events {s.break_events}→{f.break_events}")
+    for i, st in enumerate(result.steps, 1):
+        console.print(f"  {i}. {escape(f'[{st.strategy}]')} {escape(st.label)}: {escape(st.candidate)} (graphs → {st.graphs})")
+        console.print(f"      [dim]trade-off: {escape(st.tradeoff)}[/]")
+    for r in result.remaining:
+        console.print(f"  [yellow]left[/] {escape(r)}")
+    if result.steps:
+        mark = "[bold green]VERIFIED[/]" if result.verified else "[red]NOT verified[/]"
+        console.print(f"  combined patch, re-checked from the pristine files: {mark}")
+        for why in result.why_not:
+            console.print(f"      [dim]{escape(why)}[/]")
+        compact_diff(result.patch, console, limit=40)
 
 
 def measures(report: FixReport, console: Console | None = None) -> None:

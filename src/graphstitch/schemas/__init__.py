@@ -16,13 +16,16 @@ from typing import Any
 def documents() -> dict[str, type]:
     """Document name -> its type (the top-level object of that JSON file)."""
     from ..fix import FixReport
+    from ..fix.fixall import FixAll
     from ..gate import Baseline
     from ..guards import GuardReport
     from ..model import Census
     from ..perf import PerfResult
     from ..ranks import RanksReport, TraceReport
-    return {"census": Census, "fix": FixReport, "perf": PerfResult, "ranks": RanksReport,
-            "trace": TraceReport, "guards": GuardReport, "baseline": Baseline}
+    from ..sweep import Row, SweepReport
+    return {"census": Census, "fix": FixReport, "fixall": FixAll, "perf": PerfResult, "ranks": RanksReport,
+            "trace": TraceReport, "guards": GuardReport, "baseline": Baseline,
+            "sweep": SweepReport, "sweep_row": Row}
 
 
 def generate(name: str) -> dict[str, Any]:

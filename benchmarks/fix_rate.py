@@ -1,0 +1,167 @@
+"""Fix rate of `graphstitch fix` on the public fix corpus (tests/fix_corpus/).
+
+For every corpus program: run `fix` (rewrites first, then config flags and run-time hatches
+for the sites no rewrite fixed), take each site's best verified fix, write its patch, and
+re-check that patch from a pristine copy (a fresh census on a copy of the untouched project
+with only that patch applied). Prints:
+
+- the share of corpus sites with a verified fix, by strategy;
+- the share with a verified *written* patch (a source diff graphstitch can apply);
+- the false-verified count: verified in the trial but not when re-checked from pristine (must be 0);
+- the wall time of all trials per site relative to one census (with -j);
+- each program's outcome against its declared ``EXPECT``.
+
+    python benchmarks/fix_rate.py [-j 2] [--only NAME ...] [--json FILE] [--all-kinds]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+from graphstitch.fix import run_fix
+from graphstitch.fix.candidates import Candidate
+from graphstitch.fix.copies import census_on_copy
+from graphstitch.fix.patches import WRITABLE_KINDS, plan_patch
+from graphstitch.fix.trials import Fix, FixReport, evaluate
+from graphstitch.targets import Options
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS = ROOT / "tests" / "fix_corpus"
+FAST_KINDS = {"rewrite", "extract", "split", "config", "nonstrict_trace", "disable"}
+
+
+def expect_of(path: Path) -> str:
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "EXPECT" for t in node.targets):
+            return str(ast.literal_eval(node.value))
+    return "?"
+
+
+def written_files(fix: Fix, report: FixReport, spec: str, root: str) -> dict[str, str] | None:
+    """The patch graphstitch would write for this fix, computed from the pristine files."""
+    if fix.rule is not None:
+        from graphstitch.fix.rewrites import proposals
+        site = next(s for s in report.sites if s.id == fix.site)
+        props, _ = proposals(site, root, target_file=spec.rpartition(":")[0], factory=spec.rpartition(":")[2])
+        rw = next((p for p in props if p.rule == fix.rule and p.label == fix.candidate), None)
+        return rw.files if rw else None
+    if fix.kind in WRITABLE_KINDS:
+        try:
+            path, _, new = plan_patch(fix, spec.rpartition(":")[0], root)
+        except (LookupError, OSError, SyntaxError):
+            return None
+        return {path: new}
+    return None
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("-j", type=int, default=2)
+    ap.add_argument("--only", nargs="*")
+    ap.add_argument("--json")
+    ap.add_argument("--all-kinds", action="store_true", help="also try leaf_function/custom_op/allow_in_graph "
+                    "(never written as patches; slower)")
+    ap.add_argument("--timeout", type=float, default=180)
+    ap.add_argument("--combine", nargs="+", metavar="JSON", help="no run: totals over earlier --json files "
+                    "(a program in a later file replaces the earlier row, e.g. a re-run with --only)")
+    a = ap.parse_args()
+    if a.combine:
+        merged: dict[str, dict] = {}
+        for f in a.combine:
+            for r in json.loads(Path(f).read_text())["rows"]:
+                if "site_outcomes" not in r:   # an older file: outcomes joined by commas
+                    r["site_outcomes"] = [] if r["outcome"].startswith("none: no break") else r["outcome"].split(",")
+                merged[r["program"]] = r
+        return summary([merged[k] for k in sorted(merged)], a.json)
+    opts = Options(backend="aot_eager")
+    files = sorted(p for p in CORPUS.glob("*.py") if not a.only or p.stem in a.only)
+    rows = []
+    t_all = time.perf_counter()
+    for path in files:
+        spec = f"{path}:target"
+        root = str(ROOT)
+        report = run_fix(spec, opts, jobs=a.j, timeout=a.timeout, project_root=root,
+                         kinds=None if a.all_kinds else FAST_KINDS)
+        outcomes = []
+        for site in report.sites:
+            best = next((f for f in report.fixes_for(site.id) if f.verified), None)
+            if best is None:
+                outcomes.append("none")
+                continue
+            patch = written_files(best, report, spec, root)
+            status = best.strategy
+            if patch is not None:
+                # Re-check from pristine: only this patch on an untouched copy of the project.
+                trial = census_on_copy(spec, opts, root, patch, a.timeout)
+                again = evaluate(site, Candidate(best.kind, best.candidate, best.patches), report, trial)
+                if not again.verified:
+                    outcomes.append(f"false-verified({best.strategy}: {'; '.join(again.why_not)[:120]})")
+                    continue
+            else:
+                status += "(unwritten)"
+            outcomes.append(status)
+        expect = expect_of(path)
+        got = ",".join(outcomes) if outcomes else "none: no break"
+        match = got.split(",")[0].split("(")[0] == expect.split(":")[0] if outcomes else expect.startswith("none")
+        rows.append({"program": path.stem, "sites": len(report.sites), "outcome": got, "site_outcomes": outcomes,
+                     "expect": expect,
+                     "match": match, "error": report.error.headline if report.error else None,
+                     "census_s": report.census_seconds, "trials_s": report.trials_seconds})
+        print(f"{path.stem:28s} sites={len(report.sites)} got={got:40s} expect={expect[:50]:50s} "
+              f"{'ok' if match else 'DIFF'}  census {report.census_seconds or 0:.1f}s trials {report.trials_seconds or 0:.1f}s",
+              flush=True)
+    return summary(rows, a.json, wall=time.perf_counter() - t_all, jobs=a.j)
+
+
+def summary(rows: list[dict], json_path: str | None, *, wall: float | None = None, jobs: int = 2) -> int:
+    """Totals over per-program rows (from this run, or combined from several --json files)."""
+    by_strategy: Counter[str] = Counter()
+    sites_total = written = false_verified = 0
+    for r in rows:
+        outcomes = r["site_outcomes"]
+        sites_total += len(outcomes)
+        for o in outcomes:
+            if o.startswith("false-verified"):
+                false_verified += 1
+            elif o != "none":
+                by_strategy[o.removesuffix("(unwritten)")] += 1
+                written += not o.endswith("(unwritten)")
+        expect = expect_of(CORPUS / f"{r['program']}.py")   # the file's EXPECT now
+        r["expect"] = expect
+        r["match"] = (outcomes[0] == expect.split(":")[0]) if outcomes else expect.startswith("none")
+    n = max(sites_total, 1)
+    verified = sum(by_strategy.values())
+    census_s = sum(r["census_s"] or 0 for r in rows)
+    trials_s = sum(r["trials_s"] or 0 for r in rows)
+    print()
+    print(f"corpus programs: {len(rows)}   break sites: {sites_total}"
+          + (f"   wall: {wall:.0f}s (-j {jobs})" if wall is not None else ""))
+    print(f"sites with a verified fix: {verified}/{sites_total} = {verified / n:.0%}   by strategy: "
+          + ", ".join(f"{k} {v} ({v / n:.0%})" for k, v in by_strategy.most_common()))
+    print(f"sites with a verified, written patch (re-checked from pristine): {written}/{sites_total} = {written / n:.0%}")
+    print(f"false-verified (verified in trial, refused from pristine): {false_verified}")
+    per_site = trials_s / n
+    mean_census = census_s / max(len(rows), 1)
+    print(f"trials per site: {per_site:.1f}s = {per_site / mean_census:.2f}x one census ({mean_census:.1f}s)")
+    print(f"outcome as expected: {sum(r['match'] for r in rows)}/{len(rows)} programs")
+    for r in rows:
+        if not r["match"]:
+            print(f"  differs: {r['program']}: got {','.join(r['site_outcomes']) or 'no site'}, expected {r['expect']}")
+    if json_path:
+        Path(json_path).write_text(json.dumps({"rows": rows, "sites": sites_total, "verified": verified,
+                                               "written": written, "false_verified": false_verified,
+                                               "by_strategy": dict(by_strategy), "trials_per_site_s": per_site,
+                                               "census_s": mean_census}, indent=1))
+    return 1 if false_verified else 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONHASHSEED", "0")
+    sys.exit(main())

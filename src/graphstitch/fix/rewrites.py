@@ -1,0 +1,812 @@
+"""Source rewrites for break sites (fix engine v2): libcst rules keyed by GB id and code
+pattern. Each rule proposes a patch to the user's source (formatting and comments kept);
+nothing here decides whether a patch is right: every proposal is censused on a patched copy
+(``patches.census_on_copy``) and judged like any other trial. No torch import.
+
+Strategies, best first: ``rewrite`` (the break is gone from the code), ``extract`` (the
+break's statements moved into a helper under an escape hatch), ``split`` (the unsupported
+part runs outside the compiled region).
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from ..model import Site
+from ..paths import in_project, is_library
+
+STRATEGY_RANK = {"rewrite": 0, "extract": 1, "hatch": 1, "split": 2, "config": 3}
+
+
+@dataclass
+class Rewrite:
+    """One proposed source patch for one site."""
+    rule: str                 # the rule's id, e.g. "item-keep-tensor"
+    strategy: str             # "rewrite" | "extract" | "split"
+    label: str                # what it does, for people
+    tradeoff: str             # one line: what it costs
+    files: dict[str, str] = field(default_factory=dict)   # path -> new text (kept out of JSON)
+
+
+@dataclass
+class Refusal:
+    """A rule that matched the site but will not propose a patch, and why."""
+    rule: str
+    reason: str
+
+
+@dataclass
+class Ctx:
+    site: Site
+    path: str
+    source: str
+    module: cst.Module
+    pos: dict[cst.CSTNode, int]              # node -> start line
+    parents: dict[cst.CSTNode, cst.CSTNode]
+    stmt: cst.CSTNode                        # the statement at the site's line
+    func: cst.FunctionDef | None
+    target_file: str | None = None
+    factory: str | None = None
+    overlay: dict[str, str] = field(default_factory=dict)
+
+    def code(self, node: cst.CSTNode) -> str:
+        return self.module.code_for_node(node)
+
+    def later_in_func(self) -> list[cst.CSTNode]:
+        """Statements of the enclosing function after the site's (any depth)."""
+        if self.func is None:
+            return []
+        line = self.pos[self.stmt]
+        return [n for n in _walk(self.func.body) if isinstance(n, cst.BaseStatement) and self.pos.get(n, 0) > line]
+
+
+Rule = Callable[[Ctx], Iterator["Rewrite | Refusal"]]
+_RULES: list[tuple[str, Rule]] = []
+
+
+def rule(name: str) -> Callable[[Rule], Rule]:
+    def deco(fn: Rule) -> Rule:
+        _RULES.append((name, fn))
+        return fn
+    return deco
+
+
+def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    yield node
+    for c in node.children:
+        yield from _walk(c)
+
+
+class _Index(cst.CSTVisitor):
+    METADATA_DEPENDENCIES = (PositionProvider,)
+
+    def __init__(self) -> None:
+        self.pos: dict[cst.CSTNode, int] = {}
+        self.parents: dict[cst.CSTNode, cst.CSTNode] = {}
+        self.stack: list[cst.CSTNode] = []
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        try:
+            self.pos[node] = self.get_metadata(PositionProvider, node).start.line
+        except KeyError:
+            pass
+        if self.stack:
+            self.parents[node] = self.stack[-1]
+        self.stack.append(node)
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        self.stack.pop()
+
+
+class _Swap(cst.CSTTransformer):
+    """Replace given original nodes (by identity) with new nodes or several statements."""
+
+    def __init__(self, swaps: dict[cst.CSTNode, object]):
+        self.swaps = swaps
+
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> object:  # type: ignore[override]
+        new = self.swaps.get(original_node, updated_node)
+        return new(updated_node) if callable(new) else new  # a function of the already-rewritten node
+
+
+def swap(ctx: Ctx, swaps: dict[cst.CSTNode, object], module: cst.Module | None = None) -> str:
+    return (module or ctx.module).visit(_Swap(swaps)).code
+
+
+def site_path(site: Site, root: str | None) -> tuple[str | None, str | None]:
+    """(file, why not): the site's own file when it is the user's, else the reason."""
+    if is_library(site.file) or not in_project(site.file, root):
+        return None, (f"{site.file} is installed library code, not part of the project; "
+                      "graphstitch never edits it (a wrapper from your file or an upstream fix is the way)")
+    if not os.path.isfile(site.file):
+        return None, f"{site.file} is not on this machine"
+    return site.file, None
+
+
+def proposals(site: Site, root: str | None, *, target_file: str | None = None, factory: str | None = None,
+              overlay: dict[str, str] | None = None) -> tuple[list[Rewrite], list[Refusal]]:
+    """Every rewrite the rules propose for this site, and the rules that refused (why).
+    ``overlay`` (path -> text) stands for files already patched (`fix --all`)."""
+    path, why = site_path(site, root)
+    if path is None:
+        return [], [Refusal("any", why or "no file")]
+    source = _read(path, overlay)
+    try:
+        wrapper = MetadataWrapper(cst.parse_module(source))
+    except cst.ParserSyntaxError as e:
+        return [], [Refusal("any", f"{path} does not parse: {str(e).splitlines()[0]}")]
+    idx = _Index()
+    wrapper.visit(idx)
+    stmts = [n for n, ln in idx.pos.items() if ln == site.line and isinstance(n, cst.BaseStatement)]
+    if not stmts:
+        return [], [Refusal("any", f"no statement starts at {path}:{site.line} (the file changed since the census?)")]
+    # The outermost statement starting on the line (an `if`/`with`/`while` header, or the simple line).
+    stmt = min(stmts, key=lambda n: _depth(n, idx.parents))
+    func = _enclosing(stmt, idx.parents, cst.FunctionDef)
+    ctx = Ctx(site, path, source, wrapper.module, idx.pos, idx.parents, stmt,
+              func if isinstance(func, cst.FunctionDef) else None, target_file, factory, overlay or {})
+    out: list[Rewrite] = []
+    refused: list[Refusal] = []
+    for name, fn in _RULES:
+        for r in fn(ctx):
+            if isinstance(r, Refusal):
+                refused.append(r)
+                continue
+            bad = next((p for p, text in r.files.items() if not _parses(text)), None)
+            if bad:
+                refused.append(Refusal(name, f"the rewrite of {os.path.basename(bad)} does not parse; not offered"))
+            elif any(text == _read(p, overlay) for p, text in r.files.items()):
+                continue
+            else:
+                out.append(r)
+    return out, refused
+
+
+def _read(p: str, overlay: dict[str, str] | None) -> str:
+    if overlay and p in overlay:
+        return overlay[p]
+    with open(p, encoding="utf-8") as f:
+        return f.read()
+
+
+def _parses(text: str) -> bool:
+    try:
+        ast.parse(text)
+    except SyntaxError:
+        return False
+    return True
+
+
+def _depth(n: cst.CSTNode, parents: dict[cst.CSTNode, cst.CSTNode]) -> int:
+    d = 0
+    while n in parents:
+        n = parents[n]
+        d += 1
+    return d
+
+
+def _enclosing(n: cst.CSTNode, parents: dict[cst.CSTNode, cst.CSTNode], kind: type) -> cst.CSTNode | None:
+    while n in parents:
+        n = parents[n]
+        if isinstance(n, kind):
+            return n
+    return None
+
+
+def _names(node: cst.CSTNode) -> set[str]:
+    return {n.value for n in _walk(node) if isinstance(n, cst.Name)}
+
+
+def _small_stmt(code: str) -> cst.BaseSmallStatement:
+    line = cst.parse_statement(code + "\n")
+    assert isinstance(line, cst.SimpleStatementLine)
+    return line.body[0]
+
+
+def _small(stmt: cst.CSTNode) -> list[cst.BaseSmallStatement]:
+    return list(stmt.body) if isinstance(stmt, cst.SimpleStatementLine) else []
+
+
+def _add_import(module_code: str, line: str) -> str:
+    """``line`` after the module's leading docstring and imports (unless already there)."""
+    if re.search(rf"^{re.escape(line)}\s*$", module_code, re.M):
+        return module_code
+    tree = ast.parse(module_code)
+    idx = 0
+    for i, node in enumerate(tree.body):
+        is_doc = i == 0 and isinstance(node, ast.Expr) and isinstance(getattr(node, "value", None), ast.Constant)
+        if isinstance(node, (ast.Import, ast.ImportFrom)) or is_doc:
+            idx = node.end_lineno or node.lineno
+        else:
+            break
+    lines = module_code.splitlines(keepends=True)
+    return "".join(lines[:idx] + [line + "\n"] + lines[idx:])
+
+
+def _stmt_text(ctx: Ctx, stmt: cst.CSTNode) -> str:
+    return ctx.code(stmt)
+
+
+# ------------------------------------------------------------------------------- rules
+
+_SCALAR_CASTS = ("float", "int")
+
+
+def _unwrap_scalar(node: cst.BaseExpression) -> cst.BaseExpression | None:
+    """``t.item()`` / ``float(t)`` / ``int(t)`` -> ``t`` (None when it is none of these)."""
+    if isinstance(node, cst.Call):
+        f = node.func
+        if isinstance(f, cst.Attribute) and f.attr.value == "item" and not node.args:
+            return f.value
+        if isinstance(f, cst.Name) and f.value in _SCALAR_CASTS and len(node.args) == 1 \
+                and not isinstance(node.args[0].value, (cst.SimpleString, cst.Integer, cst.Float)):
+            return node.args[0].value
+    return None
+
+
+def _assigned(stmt: cst.CSTNode) -> list[str]:
+    out = []
+    for s in _small(stmt):
+        if isinstance(s, cst.Assign):
+            for t in s.targets:
+                out += [n.value for n in _walk(t.target) if isinstance(n, cst.Name)]
+    return out
+
+
+@rule("item-keep-tensor")
+def _item_keep_tensor(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
+    """`.item()` / float(t) / int(t) whose value only feeds tensor math: keep the 0-d tensor."""
+    if not isinstance(ctx.stmt, cst.SimpleStatementLine):
+        return
+    scalars = {n: u for n in _walk(ctx.stmt) if isinstance(n, cst.Call) and (u := _unwrap_scalar(n)) is not None}
+    if not scalars:
+        return
+    names = set(_assigned(ctx.stmt))
+    swaps: dict[cst.CSTNode, object] = {k: v for k, v in scalars.items()}  # noqa: C416 - widen the type
+    for st in ctx.later_in_func():
+        test = getattr(st, "test", None)
+        if test is not None and names & _names(test) and isinstance(st, (cst.If, cst.While)):
+            where = _where_return(ctx, st) if isinstance(st, cst.If) else None
+            if where is not None:  # the `if` it decides returns in both branches: torch.where too
+                swaps.update(where)
+                continue
+            yield Refusal("item-keep-tensor", f"the value of {', '.join(sorted(names))} decides a Python "
+                          f"`{'if' if isinstance(st, cst.If) else 'while'}` at line {ctx.pos[st]}: keeping the "
+                          "tensor would move the break there")
+            return
+    # Python-number helpers on the value, rewritten to their tensor forms.
+    for st in ctx.later_in_func():
+        for n in _walk(st):
+            if not isinstance(n, cst.Call) or not (names & _names(n)) or n in swaps:
+                continue
+            f = n.func
+            fname = ctx.code(f)
+            if fname in ("math.sqrt", "math.exp", "math.log") and len(n.args) == 1:
+                swaps[n] = n.with_changes(func=cst.parse_expression("torch." + fname.split(".")[1]))
+            elif fname in ("max", "min") and len(n.args) == 2:
+                a, b = n.args[0].value, n.args[1].value
+                var, lim = (a, b) if names & _names(a) else (b, a)
+                kw = "min" if fname == "max" else "max"
+                swaps[n] = cst.parse_expression(f"torch.clamp({ctx.code(var)}, {kw}={ctx.code(lim)})")
+    what = sorted({ctx.code(c.func).split(".")[-1] for c in scalars})
+    yield Rewrite("item-keep-tensor", "rewrite", f"keep the 0-d tensor instead of {'/'.join(what)}()",
+                  "the value stays a tensor: same math, but its dtype now takes part in type promotion",
+                  {ctx.path: _add_import(swap(ctx, swaps), "import torch")})
+    # int(t) truncates a float value: keep that too (on an integer tensor the plain form is the one).
+    ints = [c for c in scalars if ctx.code(c.func) == "int"]
+    if ints:
+        trunc: dict[cst.CSTNode, object] = dict(swaps)
+        trunc.update({c: cst.parse_expression(f"torch.trunc({ctx.code(scalars[c])})") for c in ints})
+        yield Rewrite("item-keep-tensor", "rewrite", "keep the 0-d tensor, truncated like int()",
+                      "the value stays a (truncated) tensor: same math, but its dtype now takes part in type promotion",
+                      {ctx.path: _add_import(swap(ctx, trunc), "import torch")})
+
+
+def _plain_assigns(block: cst.BaseSuite) -> list[tuple[str, cst.BaseExpression]] | None:
+    """[(name, value)] when the block only assigns plain names (one target each)."""
+    if not isinstance(block, cst.IndentedBlock):
+        return None
+    out = []
+    for st in block.body:
+        for s in _small(st) if isinstance(st, cst.SimpleStatementLine) else [None]:
+            if not isinstance(s, cst.Assign) or len(s.targets) != 1 or not isinstance(s.targets[0].target, cst.Name):
+                return None
+            out.append((s.targets[0].target.value, s.value))
+    return out
+
+
+def _effects_in(block: cst.CSTNode, ctx: Ctx) -> str | None:
+    for n in _walk(block):
+        if isinstance(n, (cst.AugAssign, cst.Assign)):
+            tgts = [n.target] if isinstance(n, cst.AugAssign) else [t.target for t in n.targets]
+            for t in tgts:
+                if isinstance(t, (cst.Attribute, cst.Subscript)):
+                    return ctx.code(n).strip()
+    return None
+
+
+@rule("if-where")
+def _if_where(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
+    """A data-dependent `if`: same names assigned -> torch.where; returns -> torch.where;
+    calls with matching outputs -> torch.cond; `if cond: raise` -> torch._assert_async."""
+    st = ctx.stmt
+    if not isinstance(st, cst.If):
+        return
+    test = ctx.code(st.test)
+    eff = _effects_in(st, ctx)
+    if eff:
+        yield Refusal("if-where", f"a branch changes state (`{eff}`): torch.where/cond would always or never "
+                      "apply it, so no rewrite is offered")
+        return
+    body = list(st.body.body) if isinstance(st.body, cst.IndentedBlock) else []
+    orelse = st.orelse.body if isinstance(st.orelse, cst.Else) else None
+    # if cond: raise ...
+    if len(body) == 1 and orelse is None and any(isinstance(s, cst.Raise) for s in _small(body[0])):
+        r = next(s for s in _small(body[0]) if isinstance(s, cst.Raise))
+        msg = "check failed"
+        if isinstance(r.exc, cst.Call) and r.exc.args and isinstance(r.exc.args[0].value, cst.SimpleString):
+            msg = ast.literal_eval(r.exc.args[0].value.value)
+        new = cst.parse_statement(f"torch._assert_async(torch.logical_not({test}), {msg!r})\n")
+        yield Rewrite("if-raise-check", "rewrite", "`if cond: raise` -> torch._assert_async (checked in the graph)",
+                      "raises RuntimeError instead of the original exception type",
+                      {ctx.path: _add_import(swap(ctx, {st: new.with_changes(leading_lines=st.leading_lines)}),
+                                             "import torch")})
+        return
+    # if cond: return a / (else:) return b
+    if _only_return(body) is not None:
+        swaps = _where_return(ctx, st)
+        if swaps is not None:
+            yield Rewrite("if-where-return", "rewrite", "returns in both branches -> return torch.where(...)",
+                          "computes both branches; they must have the same shape and dtype",
+                          {ctx.path: _add_import(swap(ctx, swaps), "import torch")})
+        return
+    a = _plain_assigns(st.body)
+    b = _plain_assigns(orelse) if orelse is not None else []
+    if a is None or b is None or not a:
+        return
+    da, db = dict(a), dict(b)
+    names = list(dict.fromkeys([n for n, _ in a] + [n for n, _ in b]))
+    if len(da) != len(a) or len(db) != len(b):
+        return
+    if len(names) > 1 and any(set(names) & _names(v) for v in [*da.values(), *db.values()]):
+        yield Refusal("if-where", "the branches read names they assign; no single torch.where per name")
+        return
+    lines = [f"{n} = torch.where({test}, {ctx.code(da[n]) if n in da else n}, {ctx.code(db[n]) if n in db else n})"
+             for n in names]
+    new_stmts = [cst.parse_statement(ln + "\n") for ln in lines]
+    new_stmts[0] = new_stmts[0].with_changes(leading_lines=st.leading_lines)
+    yield Rewrite("if-where", "rewrite", f"`if` assigning {', '.join(names)} -> torch.where",
+                  "computes both branches; they must have the same shape and dtype",
+                  {ctx.path: _add_import(swap(ctx, {st: cst.FlattenSentinel(new_stmts)}), "import torch")})
+    # Calls with the same arguments in both branches: torch.cond runs one branch.
+    if len(names) == 1 and names[0] in da and names[0] in db:
+        ca, cb = da[names[0]], db[names[0]]
+        if isinstance(ca, cst.Call) and isinstance(cb, cst.Call) and \
+                [ctx.code(x) for x in ca.args] == [ctx.code(x) for x in cb.args] and \
+                all(not x.keyword and not x.star for x in ca.args):
+            args = ", ".join(ctx.code(x.value) for x in ca.args)
+            new = cst.parse_statement(f"{names[0]} = torch.cond({test}, {ctx.code(ca.func)}, {ctx.code(cb.func)}, ({args},))\n")
+            yield Rewrite("if-cond", "rewrite", "branches calling with the same arguments -> torch.cond",
+                          "torch.cond traces both branches (one runs); their outputs must match in shape and dtype",
+                          {ctx.path: _add_import(swap(ctx, {st: new.with_changes(leading_lines=st.leading_lines)}),
+                                                 "import torch")})
+
+
+def _where_return(ctx: Ctx, st: cst.If) -> dict[cst.CSTNode, object] | None:
+    """`if c: return a` + `else: return b` (or a following `return b`) -> one
+    `return torch.where(c, a, b)`, as swaps; None when the `if` is not of that form."""
+    ret_a = _only_return(list(st.body.body) if isinstance(st.body, cst.IndentedBlock) else [])
+    orelse = st.orelse.body if isinstance(st.orelse, cst.Else) else None
+    if ret_a is None or isinstance(st.orelse, cst.If):
+        return None
+    drop = None
+    if orelse is not None:
+        ret_b = _only_return(list(orelse.body) if isinstance(orelse, cst.IndentedBlock) else [])
+    else:
+        drop = _next_stmt(ctx, st)
+        ret_b = _only_return([drop]) if drop is not None else None
+    if ret_b is None:
+        return None
+    new = cst.parse_statement(f"return torch.where({ctx.code(st.test)}, {ctx.code(ret_a)}, {ctx.code(ret_b)})\n")
+    swaps: dict[cst.CSTNode, object] = {st: new.with_changes(leading_lines=st.leading_lines)}
+    if drop is not None:
+        swaps[drop] = cst.RemovalSentinel.REMOVE
+    return swaps
+
+
+def _only_return(stmts: Sequence[cst.CSTNode]) -> cst.BaseExpression | None:
+    if len(stmts) == 1:
+        sm = _small(stmts[0])
+        if len(sm) == 1 and isinstance(sm[0], cst.Return) and sm[0].value is not None:
+            return sm[0].value
+    return None
+
+
+def _next_stmt(ctx: Ctx, st: cst.CSTNode) -> cst.CSTNode | None:
+    parent = ctx.parents.get(st)
+    body = list(getattr(parent, "body", []) or [])
+    if st in body and body.index(st) + 1 < len(body):
+        return body[body.index(st) + 1]
+    return None
+
+
+def _print_format(ctx: Ctx, call: cst.Call) -> tuple[str, list[str]] | None:
+    """print(...) -> (format string, argument sources) for torch._higher_order_ops.print."""
+    if any(a.keyword for a in call.args) or any(a.star for a in call.args):
+        return None
+    parts: list[str] = []
+    args: list[str] = []
+    for a in call.args:
+        v = a.value
+        if isinstance(v, cst.SimpleString):
+            parts.append(str(ast.literal_eval(v.value)).replace("{", "{{").replace("}", "}}"))
+        elif isinstance(v, cst.FormattedString):
+            s = ""
+            for p in v.parts:
+                if isinstance(p, cst.FormattedStringText):
+                    s += p.value.replace("{{", "\0").replace("}}", "\1").replace("\0", "{{").replace("\1", "}}")
+                else:
+                    assert isinstance(p, cst.FormattedStringExpression)
+                    if p.conversion:
+                        return None
+                    spec = "".join(ctx.code(x) for x in p.format_spec) if p.format_spec else ""
+                    s += "{" + (":" + spec if spec else "") + "}"
+                    args.append(ctx.code(p.expression))
+            parts.append(s)
+        else:
+            parts.append("{}")
+            args.append(ctx.code(v))
+    return " ".join(parts), args
+
+
+@rule("print-hop")
+def _print_hop(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
+    """print(...) -> torch._higher_order_ops.print(fmt, ...): the output survives at run time."""
+    for s in _small(ctx.stmt):
+        if isinstance(s, cst.Expr) and isinstance(s.value, cst.Call) and ctx.code(s.value.func) == "print":
+            fmt = _print_format(ctx, s.value)
+            if fmt is None:
+                yield Refusal("print-hop", "print with sep=/end=/file= or !r conversions has no print-op form")
+                return
+            args = "".join(", " + a for a in fmt[1])
+            new = s.with_changes(value=cst.parse_expression(f"torch._higher_order_ops.print({fmt[0]!r}{args})"))
+            yield Rewrite("print-hop", "rewrite", "print -> torch._higher_order_ops.print (printed at run time, in the graph)",
+                          "the text is formatted at run time by the print op; verified identical to eager",
+                          {ctx.path: _add_import(swap(ctx, {s: new}), "import torch")})
+
+
+_FUNCOL = "import torch.distributed._functional_collectives as funcol"
+
+
+@rule("functional-collectives")
+def _functional_collectives(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
+    """In-place dist.all_reduce/broadcast -> functional collectives (traced, no break)."""
+    for s in _small(ctx.stmt):
+        if not (isinstance(s, cst.Expr) and isinstance(s.value, cst.Call)):
+            continue
+        call = s.value
+        f = ctx.code(call.func)
+        m = re.fullmatch(r"(?:torch\.)?(?:dist|distributed)\.(all_reduce|broadcast)", f)
+        if not m or not call.args or not isinstance(call.args[0].value, cst.Name):
+            continue
+        t = call.args[0].value.value
+        kw = {a.keyword.value: ctx.code(a.value) for a in call.args if a.keyword}
+        pos = [ctx.code(a.value) for a in call.args[1:] if not a.keyword]
+        group = kw.get("group", "dist.group.WORLD")
+        if m.group(1) == "all_reduce":
+            op = kw.get("op", pos[0] if pos else "dist.ReduceOp.SUM")
+            reduce = {"dist.ReduceOp.SUM": '"sum"', "dist.ReduceOp.MAX": '"max"', "dist.ReduceOp.MIN": '"min"',
+                      "dist.ReduceOp.AVG": '"avg"'}.get(op)
+            if reduce is None:
+                yield Refusal("functional-collectives", f"reduce op {op} has no functional form here")
+                return
+            expr = f"funcol.all_reduce({t}, {reduce}, {group})"
+        else:
+            src = kw.get("src", pos[0] if pos else "0")
+            expr = f"funcol.broadcast({t}, {src}, {group})"
+        new = _small_stmt(f"{t} = {expr}")
+        yield Rewrite("functional-collectives", "rewrite", f"dist.{m.group(1)} -> functional {m.group(1)} (returns the result)",
+                      "verified on this process's ranks only; check all ranks with `graphstitch ranks`",
+                      {ctx.path: _add_import(swap(ctx, {s: new}), _FUNCOL)})
+
+
+@rule("sdpa-kernel")
+def _sdpa_kernel(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
+    """Legacy torch.backends.cuda.sdp_kernel(...) context -> torch.nn.attention.sdpa_kernel([...])."""
+    if not isinstance(ctx.stmt, cst.With):
+        return
+    backends = {"enable_flash": "FLASH_ATTENTION", "enable_math": "MATH",
+                "enable_mem_efficient": "EFFICIENT_ATTENTION", "enable_cudnn": "CUDNN_ATTENTION"}
+    swaps: dict[cst.CSTNode, object] = {}
+    for item in ctx.stmt.items:
+        c = item.item
+        if isinstance(c, cst.Call) and ctx.code(c.func).endswith("sdp_kernel"):
+            on = dict.fromkeys(backends, True)
+            for a in c.args:
+                if a.keyword and a.keyword.value in on:
+                    on[a.keyword.value] = ctx.code(a.value) != "False"
+            names = ", ".join(f"torch.nn.attention.SDPBackend.{backends[k]}" for k, v in on.items() if v)
+            swaps[c] = cst.parse_expression(f"torch.nn.attention.sdpa_kernel([{names}])")
+    if swaps:
+        yield Rewrite("sdpa-kernel", "rewrite", "sdp_kernel(...) -> torch.nn.attention.sdpa_kernel([...])",
+                      "none: the supported spelling of the same backend choice",
+                      {ctx.path: _add_import(swap(ctx, swaps), "import torch.nn.attention")})
+
+
+@rule("hoist-import")
+def _hoist_import(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
+    """An import inside the compiled function (at the site, or of a name the site uses) -> at module level."""
+    if ctx.func is None:
+        return
+    used = _names(ctx.stmt)
+    for line in _walk(ctx.func.body):
+        imps = [s for s in _small(line) if isinstance(s, (cst.Import, cst.ImportFrom))]
+        if not imps or not (line is ctx.stmt or used & _names(line)):
+            continue
+        text = ctx.code(line).strip().split("#")[0].strip()
+        body = list(getattr(ctx.parents.get(line), "body", None) or [])
+        repl: object = cst.RemovalSentinel.REMOVE if len(body) > 1 else cst.parse_statement("pass\n")
+        yield Rewrite("hoist-import", "rewrite", f"`{text}` moved to module level",
+                      "the module is imported when your file is (an optional dependency becomes required)",
+                      {ctx.path: _add_import(swap(ctx, {line: repl}), text)})
+        return
+
+
+@rule("deepcopy-clone")
+def _deepcopy_clone(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
+    swaps: dict[cst.CSTNode, object] = {}
+    for n in _walk(ctx.stmt):
+        if isinstance(n, cst.Call) and ctx.code(n.func) in ("copy.deepcopy", "deepcopy") and len(n.args) == 1:
+            swaps[n] = cst.parse_expression(f"{ctx.code(n.args[0].value)}.clone()")
+    if swaps:
+        yield Rewrite("deepcopy-clone", "rewrite", "copy.deepcopy(tensor) -> tensor.clone()",
+                      "clone() stays on the autograd graph (deepcopy of a leaf does not)",
+                      {ctx.path: swap(ctx, swaps)})
+
+
+@rule("drop-graph-break")
+def _drop_graph_break(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
+    for s in _small(ctx.stmt):
+        if isinstance(s, cst.Expr) and isinstance(s.value, cst.Call) and \
+                ctx.code(s.value.func) in ("torch._dynamo.graph_break", "graph_break"):
+            yield Rewrite("drop-graph-break", "rewrite", "remove the explicit torch._dynamo.graph_break()",
+                          "the break was asked for; removing it merges the two graphs",
+                          {ctx.path: swap(ctx, {ctx.stmt: cst.parse_statement("pass\n")})})
+
+
+@rule("tolist-keep-tensor")
+def _tolist(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
+    """`t.tolist()` used as an index -> index with the tensor."""
+    swaps: dict[cst.CSTNode, object] = {}
+    for n in _walk(ctx.stmt):
+        if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value == "tolist" \
+                and not n.args:
+            parent = ctx.parents.get(n)
+            if isinstance(parent, cst.Arg):  # x.split(t.tolist()): a list of sizes is needed; no tensor form here
+                continue
+            swaps[n] = n.func.value
+    if swaps:
+        yield Rewrite("tolist-keep-tensor", "rewrite", "index with the tensor instead of .tolist()",
+                      "the index stays a tensor: same gather, no Python list",
+                      {ctx.path: swap(ctx, swaps)})
+
+
+@rule("tensor-slice")
+def _tensor_slice(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
+    """`a[:, s:e] = b` / `a[:, s:s + K]` with tensor bounds -> index_copy_ / index_select."""
+    for n in _walk(ctx.stmt):
+        if not isinstance(n, cst.Subscript) or len(n.slice) < 1:
+            continue
+        els = list(n.slice)
+        dim = next((i for i, e in enumerate(els) if isinstance(e.slice, cst.Slice)
+                    and (e.slice.lower is not None or e.slice.upper is not None)), None)
+        if dim is None or any(not (isinstance(e.slice, cst.Slice) and e.slice.lower is None and e.slice.upper is None)
+                              for e in els[:dim]) or len(els) != dim + 1:
+            continue
+        sl = els[dim].slice
+        assert isinstance(sl, cst.Slice)
+        if sl.step is not None or sl.lower is None or sl.upper is None:
+            continue
+        lo, hi = ctx.code(sl.lower), ctx.code(sl.upper)
+        base = ctx.code(n.value)
+        parent = ctx.parents.get(ctx.parents.get(n, n), None)
+        assign = next((s for s in _small(ctx.stmt) if isinstance(s, cst.Assign)
+                       and any(t.target is n for t in s.targets)), None)
+        if assign is not None:
+            val = ctx.code(assign.value)
+            new = _small_stmt(
+                f"{base}.index_copy_({dim}, {lo} + torch.arange({val}.shape[{dim}], device={base}.device), {val})")
+            yield Rewrite("tensor-slice", "rewrite", "slice assignment with tensor bounds -> index_copy_",
+                          "an out-of-range window raises instead of being clipped",
+                          {ctx.path: _add_import(swap(ctx, {assign: new}), "import torch")})
+            return
+        m = re.fullmatch(rf"{re.escape(lo)}\s*\+\s*(\d+)", hi)
+        if m and parent is not None:
+            new_e = cst.parse_expression(
+                f"{base}.index_select({dim}, {lo} + torch.arange({m.group(1)}, device={base}.device))")
+            yield Rewrite("tensor-slice", "rewrite", "window with a tensor start -> index_select",
+                          "an out-of-range window raises instead of being clipped",
+                          {ctx.path: _add_import(swap(ctx, {n: new_e}), "import torch")})
+            return
+
+
+@rule("numpy-torch")
+def _numpy_torch(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
+    """numpy calls on a tensor's values with exact torch equivalents."""
+    swaps: dict[cst.CSTNode, object] = {}
+    for n in _walk(ctx.stmt):
+        if not isinstance(n, cst.Call):
+            continue
+        f = ctx.code(n.func)
+        if f.startswith(("np.random.", "numpy.random.")):
+            yield Refusal("numpy-torch", "numpy's random stream differs from torch's: a torch rewrite cannot be "
+                          "verified against eager outputs")
+            return
+        if f in ("np.argsort", "numpy.argsort") and len(n.args) == 1:
+            arg = n.args[0].value
+            src = ctx.code(arg)
+            src = re.sub(r"(\.detach\(\))?(\.cpu\(\))?\.numpy\(\)$", "", src)
+            swaps[n] = cst.parse_expression(f"torch.argsort({src}, stable=True)")
+    if swaps:
+        yield Rewrite("numpy-torch", "rewrite", "np.argsort(t.numpy()) -> torch.argsort(t, stable=True)",
+                      "torch's stable sort orders ties like numpy's default only for distinct values",
+                      {ctx.path: _add_import(swap(ctx, swaps), "import torch")})
+
+
+@rule("pass-sequence")
+def _pass_sequence(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
+    """A generator or iterator argument -> the caller passes the sequence; iterate inside."""
+    if ctx.func is None or ctx.target_file is None or ctx.factory is None:
+        return
+    text = (ctx.site.gb_type + " " + ctx.site.explanation).lower()
+    if not (ctx.site.gb_id in ("GB0811", "GB4347") or "iterator" in text or "generator" in text):
+        return
+    params = [p.name.value for p in ctx.func.params.params]
+    used = _names(ctx.stmt) & set(params)
+    if not used:
+        return
+    p = sorted(used)[0]
+    tsrc = _read(ctx.target_file, ctx.overlay) if ctx.target_file != ctx.path else ctx.source
+    tmod = cst.parse_module(tsrc) if ctx.target_file != ctx.path else ctx.module
+    fac = next((n for n in tmod.body if isinstance(n, cst.FunctionDef) and n.name.value == ctx.factory), None)
+    if fac is None:
+        return
+    swaps: dict[cst.CSTNode, object] = {}
+    for n in _walk(fac):
+        if isinstance(n, cst.GeneratorExp):
+            swaps[n] = cst.ListComp(elt=n.elt, for_in=n.for_in)
+        elif isinstance(n, cst.Call) and tmod.code_for_node(n.func) == "iter" and len(n.args) == 1:
+            swaps[n] = n.args[0].value
+    if not swaps:
+        yield Refusal("pass-sequence", f"no generator or iter() found in {ctx.factory}() to change at the call site")
+        return
+    nexts = any(isinstance(n, cst.Call) and ctx.code(n.func) == "next" for n in _walk(ctx.func))
+    files: dict[str, str] = {}
+    if ctx.target_file == ctx.path:
+        if nexts:
+            first = ctx.func.body.body[0]
+            swaps[first] = lambda upd: cst.FlattenSentinel(
+                [cst.parse_statement(f"{p} = iter({p})  # graphstitch: iterate inside\n"), upd])
+        files[ctx.path] = swap(ctx, swaps)
+    else:
+        files[ctx.target_file] = tmod.visit(_Swap(swaps)).code
+        if nexts:
+            first = ctx.func.body.body[0]
+            files[ctx.path] = swap(ctx, {first: cst.FlattenSentinel(
+                [cst.parse_statement(f"{p} = iter({p})  # graphstitch: iterate inside\n"), first])})
+    yield Rewrite("pass-sequence", "rewrite", "the caller passes a list; iteration happens inside the compiled function",
+                  "the sequence is built eagerly by the caller (memory for all items at once)", files)
+
+
+# -------------------------------------------------------------------- extract + hatch
+
+_IO_CALLS = re.compile(r"\b(torch\.save|open|np\.save|pickle\.dump|json\.dump)\s*\(")
+
+
+def _free_inputs(ctx: Ctx, stmts: list[cst.CSTNode]) -> list[str] | None:
+    """Names the statements read that are locals of the enclosing function (its parameters
+    or assigned before); None when the function is unknown."""
+    if ctx.func is None:
+        return None
+    params = [p.name.value for p in ctx.func.params.params]
+    local = set(params)
+    line = ctx.pos[ctx.stmt]
+    for n in _walk(ctx.func.body):
+        if isinstance(n, cst.AssignTarget) and ctx.pos.get(n, line) < line:
+            local |= _names(n)
+        if isinstance(n, (cst.For, cst.CompFor)) and ctx.pos.get(n, line) <= line:
+            local |= _names(n.target)
+    read: list[str] = []
+    for s in stmts:
+        for n in _walk(s):
+            if isinstance(n, cst.Name) and n.value in local and n.value not in read:
+                read.append(n.value)
+    return read
+
+
+@rule("extract-hatch")
+def _extract_hatch(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
+    """Move the break's statement into a module-level helper of tensors and constants,
+    under torch._dynamo.nonstrict_trace (or leaf_function + a fake when it loops on data)."""
+    st = ctx.stmt
+    if ctx.func is None or _enclosing(ctx.func, ctx.parents, cst.FunctionDef) is not None:
+        return
+    if isinstance(st, cst.If):
+        return  # a data-dependent `if` in a hatch only moves the break (GB0251)
+    if any(isinstance(s, (cst.Return, cst.Import, cst.ImportFrom, cst.Raise)) for s in _small(st)):
+        return
+    inputs = _free_inputs(ctx, [st])
+    if inputs is None:
+        return
+    outputs = _assigned(st) if isinstance(st, cst.SimpleStatementLine) else \
+        [n.value for n in _walk(st) if isinstance(n, cst.Name) and isinstance(ctx.parents.get(n), cst.AssignTarget)]
+    outputs = list(dict.fromkeys(outputs))
+    body_code = ctx.code(st)
+    uses_self = "self" in inputs
+    if uses_self:
+        yield Refusal("extract-hatch", "the statement reads `self`: a module cannot cross an opaque boundary; "
+                      "lift the attributes it reads into arguments by hand")
+        return
+    io = _IO_CALLS.search(body_code) is not None
+    loops = isinstance(st, cst.While)
+    name = f"_gs_{ctx.func.name.value}_{ctx.site.line}"
+    args = ", ".join(inputs)
+    ret = ", ".join(outputs)
+    indent = "    "
+    body = "".join(indent + ln.strip("\n") + "\n" if ln.strip() else "\n"
+                   for ln in _dedent(body_code).splitlines())
+    if loops or io:
+        if not outputs or any(o not in inputs for o in outputs):
+            if io and not outputs:
+                # Region split: the I/O runs eagerly between two compiled regions, explicitly.
+                helper = (f"@torch.compiler.disable  # graphstitch fix: runs eagerly, between two compiled regions\n"
+                          f"def {name}({args}):\n{body}")
+                call = f"{name}({args})\n"
+                yield _extract(ctx, name, helper, call, "split", "I/O moved into an eager helper (region split)",
+                               "the eager gap stays, now explicit: two graphs around one disabled call")
+            return
+        fake_of = outputs[0]
+        helper = (f"@torch._dynamo.decorators.leaf_function  # graphstitch fix: runs eagerly, opaque to the compiler\n"
+                  f"def {name}({args}):\n{body}{indent}return {ret}\n\n\n"
+                  f"@{name}.register_fake\ndef _{name}_fake({args}):\n{indent}return torch.empty_like({fake_of})\n")
+        call = f"{ret} = {name}({args})\n"
+        yield _extract(ctx, name, helper, call, "extract", f"statements moved into {name}() under leaf_function",
+                       "runs eagerly once per call; the fake says the output is shaped like the input")
+        return
+    if not outputs:
+        return
+    helper = f"@torch._dynamo.nonstrict_trace  # graphstitch fix\ndef {name}({args}):\n{body}{indent}return {ret}\n"
+    call = f"{ret} = {name}({args})\n"
+    yield _extract(ctx, name, helper, call, "extract", f"statement moved into {name}() under nonstrict_trace",
+                   "not traced by Dynamo (traced by AOT); inputs/outputs must be tensors and constants")
+
+
+def _dedent(code: str) -> str:
+    lines = code.splitlines()
+    lead = [ln for ln in lines if ln.strip()]
+    cut = min(len(ln) - len(ln.lstrip()) for ln in lead) if lead else 0
+    return "\n".join(ln[cut:] for ln in lines)
+
+
+def _extract(ctx: Ctx, name: str, helper: str, call: str, strategy: str, label: str, tradeoff: str) -> Rewrite:
+    assert ctx.func is not None
+    new_call = cst.parse_statement(call)
+    if isinstance(ctx.stmt, cst.SimpleStatementLine) and isinstance(new_call, cst.SimpleStatementLine):
+        new_call = new_call.with_changes(trailing_whitespace=ctx.stmt.trailing_whitespace,
+                                         leading_lines=ctx.stmt.leading_lines)
+    top = _enclosing(ctx.func, ctx.parents, cst.ClassDef) or ctx.func
+    helper_mod = cst.parse_module(helper)
+    helper_stmts = [s.with_changes(leading_lines=[cst.EmptyLine()] * 2) if i == 0 else s
+                    for i, s in enumerate(helper_mod.body)]
+    code = swap(ctx, {ctx.stmt: new_call, top: lambda upd: cst.FlattenSentinel([*helper_stmts, upd])})
+    code = re.sub(r"\n{4,}", "\n\n\n", code)
+    return Rewrite("extract-hatch" if strategy == "extract" else "region-split", strategy, label, tradeoff,
+                   {ctx.path: _add_import(code, "import torch")})

@@ -1,0 +1,19 @@
+"""Branches assign the same name but with different shapes: `torch.where` would broadcast
+silently. Plausible, must be refused."""
+import torch
+
+
+def pool(x):
+    if x.mean() > 0:  # BREAK
+        y = x.amax(dim=0, keepdim=True)
+    else:
+        y = x
+    return y * 2
+
+
+def target():
+    torch.manual_seed(0)
+    return [(pool, (torch.randn(4, 3) + 0.5,), {})]
+
+
+EXPECT = 'none: branches differ in shape; torch.where broadcasts, so outputs differ and the rewrite is refused'

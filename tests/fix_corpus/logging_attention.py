@@ -1,0 +1,21 @@
+"""`logger.debug` inside attention (adapted from transformers/diffusers attention processors)."""
+import logging
+
+import torch
+
+logger = logging.getLogger("corpus.attn")
+
+
+def attention(q, k, v):
+    scores = q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5
+    logger.debug("attention scores %s", tuple(scores.shape))  # BREAK
+    return scores.softmax(-1) @ v
+
+
+def target():
+    torch.manual_seed(0)
+    q, k, v = torch.randn(3, 2, 5, 4).unbind(0)
+    return [(attention, (q, k, v), {})]
+
+
+EXPECT = 'none: every candidate loses the log record at run time'

@@ -1,0 +1,21 @@
+"""Debug print of a tensor statistic in a forward (common in research code)."""
+import torch
+
+
+class Block(torch.nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.lin = torch.nn.Linear(d, d)
+
+    def forward(self, x):
+        h = self.lin(x).relu()
+        print("hidden norm", h.norm())  # BREAK
+        return h * 2
+
+
+def target():
+    torch.manual_seed(0)
+    return [(Block(4), (torch.randn(2, 4),), {})]
+
+
+EXPECT = 'config'

@@ -1,0 +1,227 @@
+"""Source rewrites (fix engine v2) on the public fix corpus, on real torch.compile.
+
+Sites come from real censuses of tests/fix_corpus/ programs; each rule family's patch is
+asserted exactly, and verification runs the patched copy in a worker against the ORIGINAL
+code's eager outputs and printed output. The full corpus is benchmarks/fix_rate.py's job.
+"""
+
+import dataclasses
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import census_subprocess, marked_line
+from graphstitch.fix import apply_best, run_fix
+from graphstitch.fix import rewrites as rw_mod
+from graphstitch.fix.candidates import Candidate
+from graphstitch.fix.copies import census_on_copy
+from graphstitch.fix.rewrites import Rewrite, proposals
+from graphstitch.fix.trials import evaluate
+from graphstitch.live import census_target
+from graphstitch.targets import Options, Patches
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS = ROOT / "tests" / "fix_corpus"
+OPTS = Options(backend="aot_eager")
+
+
+@pytest.fixture(autouse=True)
+def _at_root(monkeypatch):
+    monkeypatch.chdir(ROOT)
+
+
+def spec_of(name: str) -> str:
+    return f"{CORPUS / name}.py:target"
+
+
+def census_of(name: str):
+    """The real census of a corpus program (in this process: torch is imported once)."""
+    return census_target(spec_of(name), OPTS, project_root=str(ROOT))
+
+
+def props_of(name: str, census=None):
+    c = census or census_of(name)
+    # the first site on the marked line (a `with` line can be two: the context manager and its call)
+    site = next(s for s in c.sites if s.line == marked_line(CORPUS / f"{name}.py", "BREAK"))
+    props, refused = proposals(site, str(ROOT), target_file=str(CORPUS / f"{name}.py"), factory="target")
+    return site, props, refused
+
+
+def changed(rw: Rewrite, path: Path) -> tuple[list[str], list[str]]:
+    """(removed lines, added lines) of a rewrite against the file on disk."""
+    import difflib
+    old = path.read_text().splitlines()
+    new = rw.files[str(path)].splitlines()
+    d = [ln for ln in difflib.unified_diff(old, new, lineterm="", n=0) if not ln.startswith(("---", "+++", "@@"))]
+    return [ln[1:].strip() for ln in d if ln.startswith("-")], [ln[1:].strip() for ln in d if ln.startswith("+")]
+
+
+# The patch each rule family writes at a corpus site: (program, rule, a line removed, a line added).
+FAMILIES = [
+    ("item_graphnorm", "item-keep-tensor", "var = (out * out).mean().item()  # BREAK",
+     "return self.weight * out / torch.sqrt(var + self.eps)"),
+    # the value decides an `if` returning in both branches: that `if` becomes torch.where too
+    ("item_docs_branch", "item-keep-tensor", "return x / norm", "return torch.where(norm > 1.0, x / norm, x)"),
+    ("item_int_count", "item-keep-tensor", "return total / max(n, 1)", "return total / torch.clamp(n, min=1)"),
+    ("if_where_assign", "if-where", "if y > 0:  # BREAK", "z = torch.where(y > 0, x * 2, -x)"),
+    ("if_where_return", "if-where-return", "return x - 1", "return torch.where(x.sum() > 0, x + 1, x - 1)"),
+    ("if_raise_nan", "if-raise-check", 'raise ValueError("NaN in activations")',
+     "torch._assert_async(torch.logical_not(torch.isnan(y).any()), 'NaN in activations')"),
+    ("if_cond_calls", "if-cond", "out = self.small(x)",
+     "out = torch.cond(x.abs().mean() > 0.8, self.large, self.small, (x,))"),
+    ("print_fstring", "print-hop", 'print(f"loss={loss:.4f} max={x.max():.3f}")  # BREAK',
+     "torch._higher_order_ops.print('loss={:.4f} max={:.3f}', loss, x.max())  # BREAK"),
+    ("dist_broadcast", "functional-collectives", "dist.broadcast(z, src=0)  # BREAK",
+     "z = funcol.broadcast(z, 0, dist.group.WORLD)  # BREAK"),
+    ("sdp_kernel_context", "sdpa-kernel", None,
+     "with torch.nn.attention.sdpa_kernel([torch.nn.attention.SDPBackend.MATH, "
+     "torch.nn.attention.SDPBackend.CUDNN_ATTENTION]):  # BREAK"),  # legacy enable_cudnn defaults to True
+    ("tolist_index", "tolist-keep-tensor", "idx = ids.tolist()  # BREAK", "idx = ids  # BREAK"),
+    ("kv_cache_slice", "tensor-slice", "self.k[:, start:end] = k_new  # BREAK",
+     "self.k.index_copy_(1, start + torch.arange(k_new.shape[1], device=self.k.device), k_new)  # BREAK"),
+    ("slice_read_tensor_start", "tensor-slice", None,
+     "return x.index_select(1, pos + torch.arange(3, device=x.device)) * 2  # BREAK"),
+    ("lazy_import", "hoist-import", "import scipy.special", "import scipy.special"),
+    ("graph_break_loop", "drop-graph-break", "torch._dynamo.graph_break()  # BREAK", "pass"),
+    ("deepcopy_tensor", "deepcopy-clone", "y = copy.deepcopy(x)  # BREAK", "y = x.clone()  # BREAK"),
+    ("tensor_bool_loop", "extract-hatch", None,  # (difflib pairs the moved `while` with its copy)
+     "@torch._dynamo.decorators.leaf_function  # graphstitch fix: runs eagerly, opaque to the compiler"),
+    ("file_write_forward", "region-split", 'f.write("debug\\n")',
+     "@torch.compiler.disable  # graphstitch fix: runs eagerly, between two compiled regions"),
+]
+
+
+@pytest.mark.parametrize(("name", "rule", "removed", "added"), FAMILIES, ids=[f[0] for f in FAMILIES])
+def test_rule_family_proposes_its_patch(name, rule, removed, added):
+    _, props, _ = props_of(name)
+    rw = next((p for p in props if p.rule == rule), None)
+    assert rw is not None, [p.rule for p in props]
+    minus, plus = changed(rw, CORPUS / f"{name}.py")
+    if removed:
+        assert removed in minus
+    assert added in plus
+    assert rw.tradeoff and rw.strategy in ("rewrite", "extract", "split")
+
+
+def test_rules_refuse_where_no_rewrite_is_right():
+    _, props, refused = props_of("if_side_effect_branch")
+    assert props == [] or all(p.rule != "if-where" for p in props)
+    assert any(r.rule == "if-where" and "self.clipped += 1" in r.reason for r in refused)
+    _, props, refused = props_of("numpy_mixup")
+    assert any("random stream" in r.reason for r in refused)
+
+
+def test_generator_argument_changes_the_caller_and_verifies():
+    base = census_of("generator_arg")
+    site, props, _ = props_of("generator_arg", base)
+    rw = next(p for p in props if p.rule == "pass-sequence")
+    minus, plus = changed(rw, CORPUS / "generator_arg.py")
+    assert minus == ["return [(accumulate, ((x * 2 for x in xs),), {})]"]
+    assert plus == ["return [(accumulate, ([x * 2 for x in xs],), {})]"]
+    trial = census_on_copy(spec_of("generator_arg"), OPTS, str(ROOT), rw.files, 300)
+    f = evaluate(site, Candidate(rw.strategy, rw.label, Patches(), rw), base, trial)
+    assert f.verified, f.why_not
+    assert trial.sites == [] and trial.graph_count == 1
+
+
+def test_where_rewrite_verifies_and_dtype_changing_rewrite_is_refused():
+    # verified: the patched copy has no break and equals the ORIGINAL code's eager outputs
+    base = census_of("if_where_assign")
+    site, props, _ = props_of("if_where_assign", base)
+    (rw,) = props
+    f = evaluate(site, Candidate(rw.strategy, rw.label, Patches(), rw), base,
+                 census_on_copy(spec_of("if_where_assign"), OPTS, str(ROOT), rw.files, 300))
+    assert f.verified and f.after.graphs == 1 and f.after.sites == 0, f.why_not
+    # refused: keeping the float64 statistic promotes int64 * tensor to float64 (a Python
+    # float gives float32): the break is gone, the outputs are not the original's
+    base = census_of("item_dtype_promotion")
+    site, props, _ = props_of("item_dtype_promotion", base)
+    rw = next(p for p in props if p.rule == "item-keep-tensor")
+    f = evaluate(site, Candidate(rw.strategy, rw.label, Patches(), rw), base,
+                 census_on_copy(spec_of("item_dtype_promotion"), OPTS, str(ROOT), rw.files, 300))
+    assert f.site_gone and not f.verified and not f.outputs_match
+    assert f.why_not[0].startswith("outputs differ from eager: call 0: out: The values for attribute 'dtype' do not match")
+
+
+def test_print_rewrite_that_changes_the_printed_text_is_refused():
+    # The print op formats a 0-d tensor as a number ("1.2531..."), print as "tensor(1.2531)":
+    # the output survives but differs from the original's, so the rewrite is not offered.
+    base = census_of("print_debug")
+    site, props, _ = props_of("print_debug", base)
+    rw = next(p for p in props if p.rule == "print-hop")
+    f = evaluate(site, Candidate(rw.strategy, rw.label, Patches(), rw), base,
+                 census_on_copy(spec_of("print_debug"), OPTS, str(ROOT), rw.files, 300))
+    assert f.site_gone and f.outputs_match and f.side_effects_kept is False and not f.verified
+    assert f.why_not == ["side effect lost at run time (call 0: eager 1 print/log, compiled 1)"]
+
+
+# ----------------------------------------------------------------------------- bad input
+
+def test_rewrite_that_does_not_parse_is_never_offered(monkeypatch):
+    def broken(ctx):
+        yield Rewrite("broken", "rewrite", "broken", "none", {ctx.path: ctx.source + "\ndef (:\n"})
+    monkeypatch.setattr(rw_mod, "_RULES", [*rw_mod._RULES, ("broken", broken)])
+    _, props, refused = props_of("if_where_assign")
+    assert [p.rule for p in props] == ["if-where"]
+    assert any(r.rule == "broken" and "does not parse; not offered" in r.reason for r in refused)
+
+
+def test_site_in_library_code_is_never_edited():
+    import torch
+    c = census_of("if_where_assign")
+    lib = dataclasses.replace(c.sites[0], file=os.path.join(os.path.dirname(torch.__file__), "functional.py"))
+    props, refused = proposals(lib, str(ROOT))
+    assert props == [] and "installed library code" in refused[0].reason and "never edits it" in refused[0].reason
+
+
+@pytest.fixture
+def project(tmp_path):
+    """A one-file project holding a copy of if_where_assign.py."""
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'p'\n")
+    shutil.copy(CORPUS / "if_where_assign.py", tmp_path / "prog.py")
+    return tmp_path
+
+
+@pytest.mark.slow
+def test_apply_refuses_a_changed_file_then_writes_the_verified_rewrite(project, monkeypatch):
+    monkeypatch.chdir(project)
+    path = project / "prog.py"
+    report = run_fix("prog.py:target", OPTS, jobs=2, kinds={"rewrite"})
+    (f,) = report.fixes
+    assert f.verified and f.rule == "if-where" and f.strategy == "rewrite"
+    assert "+    z = torch.where(y > 0, x * 2, -x)\n" in (f.patch or "")
+    # HTML: the verified patch side by side (before | after), highlighted, escaped
+    from graphstitch.render.html import render_html
+    page = render_html(report)
+    assert '<table class="patch">' in page and "trade-off: computes both branches" in page
+    assert page.count('<tr class="change">') == 4  # the 4-line `if` becomes one torch.where line
+    original = path.read_text()
+    path.write_text(original + "\n# edited\n")
+    msg, ok = apply_best(report, "prog.py:target", OPTS, write=True)
+    assert not ok and "changed since the census" in msg and not (project / "prog.py.graphstitch.bak").exists()
+    path.write_text(original)
+    msg, ok = apply_best(report, "prog.py:target", OPTS, write=True)
+    assert ok, msg
+    assert (project / "prog.py.graphstitch.bak").read_text() == original
+    after, _ = census_subprocess(f"{path}:target", OPTS)
+    assert after.sites == [] and after.graph_count == 1 and after.outputs_match_eager
+
+
+@pytest.mark.slow
+def test_fix_all_cli_diff_reaches_a_fixed_point(project, monkeypatch):
+    monkeypatch.chdir(project)
+    r = subprocess.run([sys.executable, "-m", "graphstitch", "fix", "prog.py:target", "--all", "--diff",
+                        "-j", "2", "--json", "all.json"], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    # 3 graphs before: the fresh inputs take the other branch (one more resume function)
+    assert "graphs 3→1" in r.stdout and "1. [rewrite] GB0170 prog.py:7" in r.stdout
+    assert "combined patch, re-checked from the pristine files: VERIFIED" in r.stdout
+    assert "+    z = torch.where(y > 0, x * 2, -x)" in r.stdout
+    import json
+    data = json.loads((project / "all.json").read_text())
+    assert data["schema"] == "graphstitch.fixall/1" and data["verified"] and data["final"]["graphs"] == 1
+    assert (project / "prog.py").read_text() == (CORPUS / "if_where_assign.py").read_text()  # --diff writes nothing
