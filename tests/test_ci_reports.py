@@ -49,7 +49,7 @@ def test_census_sarif_and_markdown(proj):
     assert recompile["locations"][0]["physicalLocation"]["region"] == {"startLine": body_line}
 
     md = (proj / "out.md").read_text()
-    assert "| 1 | [GB0059](" in md and f"`gt_ci.py:{print_line}` | `body` | 2 |" in md
+    assert "| 1 | [GB0059](" in md and f"`gt_ci.py:{print_line}` | same line | `body` | 2 |" in md
     assert "| 2 | `tensor 'x' size mismatch at index 0` | body" in md
     assert (proj / "summary.md").read_text() == "earlier step\n" + md + "\n"
 

@@ -255,3 +255,36 @@ def test_run_segfault_still_gives_the_census(tmp_path):
 def test_run_missing_script(tmp_path):
     r = _run(tmp_path, str(tmp_path / "nope.py"))
     assert r.returncode == 2 and "script not found" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.slow
+def test_cost_report_in_a_real_browser(tmp_path):
+    """`census --cost --html`: the start-here card names the costliest site (the slow gap),
+    with its next step; cost bars and the measured timeline with gap durations render."""
+    from conftest import SCENARIOS
+    out = tmp_path / "cost.html"
+    r = subprocess.run([PY, "-m", "graphstitch", "census", f"{SCENARIOS / 'sc_cost.py'}:target", "--cost",
+                        "--no-eager-check", "--html", str(out)], env=ENV, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    slow = marked_line(SCENARIOS / "sc_cost.py", "SLOW_BREAK")
+    pw, b = _browser()
+    try:
+        page, problems, requests = _open(b, out)
+        card = page.locator("#start-here").inner_text()
+        assert f"sc_cost.py:{slow}" in card and "GB0007" in card and "ms per call" in card
+        # A break directly in the compiled function: `fix` has nothing to wrap; the edit is
+        # proved by a census.
+        assert "graphstitch census" in card and "site gone" in card
+        assert "default torch.compile" in page.locator("#semantics").inner_text()
+        assert page.locator("span.bar").count() == 2
+        gaps = page.locator("svg.measured title")
+        assert any("gap GB0007" in gaps.nth(i).text_content() for i in range(gaps.count()))
+        assert problems == [] and requests == []
+        shot = tmp_path / "cost.png"
+        page.screenshot(path=str(shot), full_page=True)
+        assert shot.stat().st_size > 10_000
+        if os.environ.get("GRAPHSTITCH_SCREENSHOTS"):
+            shutil.copy(shot, os.environ["GRAPHSTITCH_SCREENSHOTS"] + "/cost.png")
+    finally:
+        b.close()
+        pw.stop()

@@ -54,7 +54,8 @@ def test_no_import_cycles():
     assert len(graph.modules) > 40
     assert _cycles(graph) == []
     graph.add_import(importer="graphstitch.model", imported="graphstitch.analysis")  # the check can fail
-    assert _cycles(graph) == [["graphstitch.analysis", "graphstitch.model"]]
+    (cycle,) = _cycles(graph)   # analysis -> (owners, costs ->) model -> analysis
+    assert {"graphstitch.analysis", "graphstitch.model"} <= set(cycle)
 
 
 @pytest.mark.parametrize("module", ["graphstitch.traces", "graphstitch.cli", "graphstitch.render.html",

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 from typing import Any
 
 from .analysis import gb_registry
-from .model import Advice, Census, Site
+from .model import Advice, Census, NextStep, RecompileCause, Site
 from .paths import is_library
 
 # Strategy families, in the words the advice shows.
@@ -245,10 +246,75 @@ def recompile_advice(reason: str) -> list[str]:
             "'fail_on_recompile') turns any recompile into an error."]
 
 
+def cause_advice(cause: RecompileCause) -> list[str]:
+    """recompile_advice in each frame's own words: the tensor named as the frame names it
+    (`forward(x)` calls `normalize(h)`: mark_dynamic(x, 0) before the call, which is h there)."""
+    first = next((cause.names[f] for f in cause.frames if f in cause.names), None)
+    reason = _SIZE_RE.sub(lambda m: f"tensor '{first}' {m.group(2)} mismatch at index {m.group(3)}", cause.reason) \
+        if first else cause.reason
+    out = recompile_advice(reason)
+    others = [f"{cause.names[f]} in {f}()" for f in cause.frames[1:] if f in cause.names]
+    if first and others:
+        out[0] += f" (the same tensor is {', '.join(others)})"
+    if cause.fan_out:
+        out.append(cause.fan_out + ".")
+    return out
+
+
+# Where graphstitch's first advice is not Dynamo's own hint, and why (said next to the hint).
+DIFFERS = {
+    "GB0291": "Dynamo's hint (ignore_logging_functions) makes Dynamo drop the call: the message is never "
+              "logged from compiled code. leaf_function keeps it (run eagerly once per call); pick "
+              "ignore_logging_functions if you do not need the message.",
+    "GB0059": "Dynamo's hint (reorderable_logging_functions) moves the print after the graph; on torch 2.13 "
+              "a print in an inlined helper then never runs. torch._higher_order_ops.print keeps it in order.",
+}
+
+
+# Next steps whose playbook's first line is code that does not read as an action.
+NEXT = {
+    "GB0291": "move the logging call into a @torch._dynamo.decorators.leaf_function helper (runs eagerly, once per call)",
+    "GB0007": "wrap the call in a torch.library.custom_op with a register_fake",
+    "GB0059": "use torch._higher_order_ops.print('...{}', t) instead of print",
+}
+
+
+def next_step_for(site: Site, target: str | None) -> NextStep:
+    """One recommended action and the command that proves it (`graphstitch fix` verifies it)."""
+    book = PLAYBOOKS.get(site.gb_id)
+    owner = site.owner
+    at = (f"{owner.owner.function}() at {os.path.basename(owner.owner.file)}:{owner.owner.line}"
+          if owner is not None else f"{site.function}() at {os.path.basename(site.file)}:{site.line}")
+    fam = strategy_for(site.gb_id)
+    if site.frame_skipped and site.gb_id != "GB7000":
+        action = f"Fix this break first in {at}: it is in a loop, so its whole frame runs eager"
+    elif site.gb_id in NEXT:
+        action = f"In {at}: {NEXT[site.gb_id]}"
+    elif book is not None:
+        action = f"In {at}: " + book["after"].splitlines()[0].split("  #")[0].strip().lstrip("# ")
+    else:
+        action = f"In {at}: {STRATEGIES[fam]}"
+    if owner is not None and owner.chain:
+        action += f" (the break itself is in {os.path.basename(site.file)}:{site.line}, library code it calls)"
+    spec = shlex.quote(target or "TARGET")
+    # `fix` can try something only for a config flag, or a wrapper on a function called
+    # from the compiled one (fix/candidates.py: the compiled entry itself is never wrapped).
+    # A break directly in the compiled function is an edit; a census after it proves it.
+    if site.nesting_depth > 1 or fam in ("config", "print_hop"):
+        selector = f"{site.gb_id} {site.id.path}:{site.line}"
+        command = f"graphstitch fix {spec} --site {shlex.quote(selector)}"
+    else:
+        command = f"graphstitch census {spec}"
+        action += "; then the census shows the site gone"
+    return NextStep(action, command, DIFFERS.get(site.gb_id, ""))
+
+
 def advise(census: Census) -> Census:
-    """Fill ``Site.advice`` and ``RecompileCause.advice`` (every output shows them)."""
+    """Fill ``Site.advice``, ``Site.next_step`` and ``RecompileCause.advice`` (every output
+    shows them)."""
     for s in census.sites:
         s.advice = advice_for(s)
+        s.next_step = next_step_for(s, census.target)
     for r in census.recompiles:
-        r.advice = recompile_advice(r.reason)
+        r.advice = cause_advice(r)
     return census

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import paths
+from . import costs, owners, paths
 from .jsonio import to_json
 from .model import (
     LOOP_GB,
@@ -182,6 +182,7 @@ class _Collected:
     schedules: dict[str, list[str]] = field(default_factory=dict)
     reports: list[BreakReport] = field(default_factory=list)
     recompiles: list[RecompileReasons] = field(default_factory=list)
+    cost: dict[str, Any] | None = None   # `census --cost` samples (a graphstitch run record)
     errors: dict[str, FrameError] = field(default_factory=dict)
 
     def located(self, cid: str) -> StackFrame | None:
@@ -242,6 +243,8 @@ def _collect(events: Iterable[object], c: Census) -> _Collected:
             c.guards[ev.compile_id] = ev.text
         elif isinstance(ev, RunInfo):
             _apply_run_info(c, ev.data)
+            if isinstance(ev.data.get("cost_samples"), dict):
+                col.cost = ev.data["cost_samples"]
         elif isinstance(ev, FrameError):
             col.errors.setdefault(ev.compile_id, ev)
     return col
@@ -322,6 +325,7 @@ def _sites(col: _Collected, root: str | None) -> list[Site]:
             s.nesting_depth = max(s.nesting_depth, depth)
             s.frame_skipped = s.frame_skipped or skipped
             s.compile_ids.append(r.compile_id)
+        owners.add_route(sites[(gb_id, at.file, at.line)], r.traceback, root)
     out = list(sites.values())
     _number_occurrences(out)
     # Skipped frames cost the most (the whole frame runs eager), then the most reported.
@@ -396,6 +400,9 @@ def _recompile_causes(col: _Collected) -> list[RecompileCause]:
         cause.count += 1
         if fn not in cause.frames:
             cause.frames.append(fn)
+        named = re.match(r"tensor '([^']*)'", norm)
+        if named and not named.group(1).startswith("___"):   # each frame's own name for the input
+            cause.names.setdefault(fn, named.group(1))
         cause.compile_ids.append(rr.compile_id)
         if len(cause.examples) < 3:
             cause.examples.append(primary.strip())
@@ -456,6 +463,7 @@ def build_census(events: Iterable[object], *, target: str | None = None,
     c.recompiles = _recompile_causes(col)
     c.frames, c.skipped_frames = _frames(col, project_root)
     _verify_capture(c, col)
+    costs.attach(c, col.cost)
     return c
 
 

@@ -130,6 +130,36 @@ def ci_options(f: Callable[..., Any]) -> Callable[..., Any]:
                         help="Write SARIF 2.1.0 (one result per break site and recompile cause) for code scanning.")(f)
 
 
+def project_option(f: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--project", "project", type=click.Path(exists=True, file_okay=False),
+                        help="Your code: owner frames are the first frames under DIR (default: [tool.graphstitch] "
+                             "project in pyproject.toml, else the target's project root; never site-packages).")(f)
+
+
+def resolve_project(project: str | None, start: str = ".") -> str | None:
+    """--project, else [tool.graphstitch] project (relative to its pyproject.toml)."""
+    if project:
+        return os.path.realpath(project)
+    from .gate import BaselineError, pyproject_setting
+    try:
+        value, where = pyproject_setting("project", start)
+    except BaselineError as e:
+        fail(str(e))
+    if value is None or where is None:
+        return None
+    if not isinstance(value, str):
+        fail(f"{where}: [tool.graphstitch] project must be a folder path")
+    path = os.path.realpath(os.path.join(os.path.dirname(where), value))
+    if not os.path.isdir(path):
+        fail(f"{where}: [tool.graphstitch] project {value!r} is not a folder")
+    return path
+
+
+def with_owners(c: Census, project: str | None) -> Census:
+    from .owners import attach
+    return attach(c, project) if project else c
+
+
 def make_options(*, nested_graph_breaks: bool, backend: str, dynamic: str, grad: bool,
                  no_eager_check: bool) -> Options:
     """targets.Options from the values of compile_options."""
@@ -146,27 +176,38 @@ def check_target(spec: str) -> None:
         fail(str(e))
 
 
-def run_target(spec: str, *, timeout: float | None, in_process: bool, **compile_opts: Any) -> Census:
+def run_target(spec: str, *, timeout: float | None, in_process: bool, project: str | None = None,
+               cost: bool = False, fullgraph_semantics: bool = False, **compile_opts: Any) -> Census:
     """Census of one target with the shared options. A bad target exits 2 here; a target
-    that failed while running comes back with ``census.error`` set."""
+    that failed while running comes back with ``census.error`` set. ``cost``: also time
+    each compiled region and eager gap of warm calls (perf/gaps.py)."""
     if in_process and timeout:
         fail("--timeout needs the subprocess runner; drop --in-process")
     check_target(spec)
     from .targets import target_root
     opts = make_options(**compile_opts)
+    opts.fullgraph_semantics = fullgraph_semantics
     root = target_root(spec)
+    mine = resolve_project(project)
     if in_process:
-        from .live import census_target
         from .targets import TargetError
         try:
-            return census_target(spec, opts, project_root=root)
+            if cost:
+                from .perf.gaps import census_with_cost
+                return with_owners(census_with_cost(spec, opts, project_root=root), mine)
+            from .live import census_target
+            return with_owners(census_target(spec, opts, project_root=root), mine)
         except TargetError as e:
             fail(str(e))
-    from .worker import run_target as run_isolated
-    c = run_isolated(spec, opts, timeout=timeout, project_root=root).census
+    from .worker import Job
+    from .worker import run as run_job
+    job = Job(spec=spec, options=opts, project_root=root)
+    if cost:
+        job.handler = "graphstitch.perf.gaps:cost_job"
+    c = run_job(job, timeout=timeout).census
     if c.error and c.error.kind is ErrorKind.TARGET:
         fail(c.error.message)
-    return c
+    return with_owners(c, mine)
 
 
 def target_failure(c: Census) -> str:
@@ -192,24 +233,34 @@ def write_ci_reports(censuses: list[Census], sarif_path: str | None, markdown_pa
 @click.argument("target", required=False)
 @click.option("--demo", is_flag=True, help="Run the built-in demo model (several kinds of breaks and a recompile).")
 @click.option("--json", "json_path", type=OUTPUT, help="Also write the census as JSON (schema in README).")
+@click.option("--cost", is_flag=True, help="Also time each compiled region and each eager gap of warm calls, "
+              "attribute each gap to its break site and rank sites by seconds per call.")
+@click.option("--fullgraph-semantics", is_flag=True, help="Report what a fullgraph=True compile would fail on "
+              "(it implies capture_scalar_outputs and capture_dynamic_output_shape_ops).")
+@click.option("--full-stack", is_flag=True, help="Show torch's own frames in stacks (collapsed by default).")
+@project_option
 @target_options
 @ci_options
 def census(target: str | None, demo: bool, json_path: str | None, sarif_path: str | None,
-           markdown_path: str | None, html_path: str | None, **run_opts: Any) -> None:
+           markdown_path: str | None, html_path: str | None, full_stack: bool, **run_opts: Any) -> None:
     """Compile TARGET, run its calls, and report every graph break and recompile."""
     if demo == bool(target):
         fail("give exactly one of TARGET or --demo (see `graphstitch census --help`)")
     spec = "graphstitch.demo:demo" if demo else str(target)
     c = run_target(spec, **run_opts)
+    if run_opts.get("cost") and c.cost is None and c.error is None:
+        err_console.print("[yellow]graphstitch: warning:[/] no cost: the warm timing passes failed "
+                          "(the target fails when called again?)")
     from .advice import advise
-    _show(advise(c), json_path, sarif_path, markdown_path, html_path)
+    _show(advise(c), json_path, sarif_path, markdown_path, html_path, full_stack=full_stack)
 
 
 def _show(c: Census, json_path: str | None, sarif_path: str | None = None, markdown_path: str | None = None,
-          html_path: str | None = None, more: Sequence[Callable[[Any], None]] = ()) -> None:
+          html_path: str | None = None, more: Sequence[Callable[[Any], None]] = (), full_stack: bool = False) -> None:
     """Terminal (plus ``more`` renderers), --json/--html, CI reports, then exit 3 if the target failed."""
     from .render import terminal
-    for render in (terminal.census, *more):
+    terminal.census(c, full_stack=full_stack)
+    for render in more:
         render(c)
     _write_outputs(c, json_path, html_path)
     write_ci_reports([c], sarif_path, markdown_path)
@@ -238,6 +289,7 @@ Exit codes:
 @click.option("--max-breaks", type=click.IntRange(min=0), default=None, help="Budget: at most N break sites per target.")
 @click.option("--max-graphs", type=click.IntRange(min=0), default=None, help="Budget: at most N graphs per target.")
 @click.option("--max-recompiles", type=click.IntRange(min=0), default=None, help="Budget: at most N recompiles per target.")
+@project_option
 @target_options
 @ci_options
 def check(targets: tuple[str, ...], baseline_path: str | None, update: bool, max_breaks: int | None,
@@ -578,9 +630,10 @@ and nonstrict_trace drop run-time side effects, as inductor does.
 @click.option("--all", "fix_everything", is_flag=True, help="Apply verified source rewrites site by site on a copy, "
               "re-running the census after each, to a fixed point; report the final graph count. With --diff/--apply: "
               "the combined patch (re-verified from the pristine files).")
+@project_option
 def fix(target: str, json_path: str | None, jobs: int | None, backend: str, site_filter: str | None,
         kinds: tuple[str, ...], show_diff: bool, do_apply: bool, grad: bool, timeout: float, html_path: str | None,
-        measure: bool, fix_everything: bool) -> None:
+        measure: bool, fix_everything: bool, project: str | None) -> None:
     """Try fixes for every break in TARGET, verify each, and rank the verified ones."""
     check_target(target)
     from .fix import apply_best, run_fix
@@ -607,6 +660,7 @@ def fix(target: str, json_path: str | None, jobs: int | None, backend: str, site
                      only=(lambda s: site_filter in f"{s.gb_id} {s.id.path}:{s.line}") if site_filter else None)
     if report.error and report.error.kind is ErrorKind.TARGET:
         fail(report.error.message)
+    with_owners(report, resolve_project(project))
     more: tuple[Callable[[Any], None], ...] = (terminal.fixes,)
     if measure:
         from .fix.measure import measure_fixes
@@ -716,9 +770,10 @@ Exit codes:
               epilog=RUN_EXIT_HELP)
 @click.option("--json", "json_path", type=OUTPUT, help="Also write the census as JSON.")
 @click.option("--html", "html_path", type=OUTPUT, help="Also write a self-contained HTML report.")
+@project_option
 @click.argument("script", type=click.Path())
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def run(json_path: str | None, html_path: str | None, script: str, args: tuple[str, ...]) -> None:
+def run(json_path: str | None, html_path: str | None, project: str | None, script: str, args: tuple[str, ...]) -> None:
     """Run an unmodified SCRIPT as __main__ with ARGS and report what torch.compile did.
 
     The script compiles with its own torch.compile calls and backend; graphstitch only
@@ -737,7 +792,7 @@ def run(json_path: str | None, html_path: str | None, script: str, args: tuple[s
     out = worker.run(worker.Job(handler="graphstitch.worker:script_job", script=script, argv=list(args),
                                 project_root=project_root(script)),
                      own_session=False, ok_codes=None, what="script", reap=False)
-    c, rc = out.census, out.exit_code
+    c, rc = with_owners(out.census, resolve_project(project, os.path.dirname(os.path.abspath(script)))), out.exit_code
     sys.stdout.flush()
     sys.stderr.flush()
     console = Console(highlight=False)

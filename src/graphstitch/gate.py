@@ -140,9 +140,8 @@ def new_baseline(entries: dict[str, BaselineEntry], torch_version: str | None) -
 
 # ----------------------------------------------------------------------------- budgets
 
-def pyproject_budgets(start: str | os.PathLike[str] = ".") -> tuple[dict[str, int], Path | None]:
-    """[tool.graphstitch] budgets from the nearest pyproject.toml at or above ``start``.
-    Keys may be spelled max-breaks or max_breaks."""
+def _tool_table(start: str | os.PathLike[str]) -> tuple[dict[str, Any], Path | None]:
+    """[tool.graphstitch] of the nearest pyproject.toml at or above ``start``, and that file."""
     here = Path(start).resolve()
     for d in (here, *here.parents):
         p = d / "pyproject.toml"
@@ -151,15 +150,28 @@ def pyproject_budgets(start: str | os.PathLike[str] = ".") -> tuple[dict[str, in
                 tool = tomllib.loads(p.read_text(encoding="utf-8")).get("tool", {}).get("graphstitch", {})
             except (OSError, tomllib.TOMLDecodeError) as e:
                 raise BaselineError(f"cannot read {p}: {e}") from None
-            out = {}
-            for k, v in tool.items():
-                k = k.replace("-", "_")
-                if k in BUDGET_KEYS:
-                    if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-                        raise BaselineError(f"{p}: [tool.graphstitch] {k} must be a non-negative integer")
-                    out[k] = v
-            return out, p
+            return (tool if isinstance(tool, dict) else {}), p
     return {}, None
+
+
+def pyproject_budgets(start: str | os.PathLike[str] = ".") -> tuple[dict[str, int], Path | None]:
+    """[tool.graphstitch] budgets from the nearest pyproject.toml at or above ``start``.
+    Keys may be spelled max-breaks or max_breaks."""
+    tool, p = _tool_table(start)
+    out = {}
+    for k, v in tool.items():
+        k = k.replace("-", "_")
+        if k in BUDGET_KEYS:
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                raise BaselineError(f"{p}: [tool.graphstitch] {k} must be a non-negative integer")
+            out[k] = v
+    return out, p
+
+
+def pyproject_setting(key: str, start: str | os.PathLike[str] = ".") -> tuple[Any, Path | None]:
+    """One [tool.graphstitch] value (KEY or its dashed spelling) and the file it came from."""
+    tool, p = _tool_table(start)
+    return tool.get(key, tool.get(key.replace("_", "-"))), p
 
 
 # ----------------------------------------------------------------------------- comparison

@@ -33,6 +33,11 @@ from .targets import Call, Options, TargetError, load_factory, make_calls
 
 Sink = Callable[[Record], None]
 
+# What fullgraph=True implies (torch/_dynamo/output_graph.py: ShapeEnv(allow_scalar_outputs=
+# one_graph or ..., allow_dynamic_output_shape_ops=one_graph or ...)): `.item()` and `nonzero`
+# do not break a fullgraph compile. `--fullgraph-semantics` runs with them on.
+FULLGRAPH_CONFIG = {"capture_scalar_outputs": True, "capture_dynamic_output_shape_ops": True}
+
 
 class _TraceHandler(logging.Handler):
     def __init__(self, sink: Sink):
@@ -119,14 +124,19 @@ def capture(*, reset: bool = True) -> Capture:
     return Capture(reset=reset)
 
 
-def counting_backend(sink: Sink, inner: Callable[..., Any] | None = None) -> Callable[..., Any]:
+Wrap = Callable[[str, Callable[..., Any]], Callable[..., Any]]
+
+
+def counting_backend(sink: Sink, inner: Callable[..., Any] | None = None, wrap: Wrap | None = None) -> Callable[..., Any]:
     """A backend that records each FX graph with its compile id, then runs it (eagerly by
-    default, or through ``inner``)."""
+    default, or through ``inner``); ``wrap(compile_id, compiled)`` may wrap what runs
+    (`census --cost` times each graph)."""
     def backend(gm: torch.fx.GraphModule, example_inputs: Any) -> Any:
         ops = dynamo.graph_ops(gm)
-        sink(Record({"graphstitch_graph": {"compile_id": dynamo.current_compile_id(),
-                                           "op_count": len(ops), "ops": ops}}))
-        return inner(gm, example_inputs) if inner is not None else gm.forward
+        cid = dynamo.current_compile_id()
+        sink(Record({"graphstitch_graph": {"compile_id": cid, "op_count": len(ops), "ops": ops}}))
+        out = inner(gm, example_inputs) if inner is not None else gm.forward
+        return wrap(cid or "?", out) if wrap is not None else out
     return backend
 
 
@@ -222,7 +232,8 @@ def exited(exc: SystemExit, when: str) -> ErrorInfo:
 
 
 def run_calls(cap: Capture, calls: Sequence[Call], opts: Options,
-              reference: Callable[[], Sequence[Call]] | None = None) -> None:
+              reference: Callable[[], Sequence[Call]] | None = None, *, wrap: Wrap | None = None,
+              compiled: dict[int, Callable[..., Any]] | None = None) -> None:
     """The compiled calls in order under capture, then the eager reference on copies of the
     inputs made beforehand.
 
@@ -260,10 +271,13 @@ def run_calls(cap: Capture, calls: Sequence[Call], opts: Options,
 
     with grad:
         inner = None if opts.backend in ("counting", "graphstitch") else dynamo.lookup_backend(opts.backend)
-        backend = counting_backend(cap.sink, inner)
-        compiled: dict[int, Callable[..., Any]] = {}
+        backend = counting_backend(cap.sink, inner, wrap)
+        # COMPILED (given by `census --cost`) keeps the warm compiled functions for timing.
+        compiled = {} if compiled is None else compiled
         outputs: list[Any] = []
         extra = dynamo.resolve_config(opts.patches.config if opts.patches else {})
+        if opts.fullgraph_semantics:
+            extra.update(FULLGRAPH_CONFIG)
         with dynamo.config(nested_graph_breaks=opts.nested_graph_breaks, **extra):
             for i, (fn, args, kwargs) in enumerate(calls):
                 # One compiled wrapper per distinct callable, so calls share its cache.

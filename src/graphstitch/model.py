@@ -146,6 +146,18 @@ class Graph:
 
 
 @dataclass
+class Route:
+    """One way the code reaches a site (see owners.py): the owner frame, the first frame in
+    the user's project on the way down (or, with none, where the call entered code outside
+    torch), and the library chain from it to the root cause (the site's own line)."""
+    owner: StackEntry
+    in_project: bool
+    chain: list[StackEntry] = field(default_factory=list)   # below the owner, down to the root cause
+    events: int = 1
+    frames: list[StackEntry] = field(default_factory=list)  # every frame outside torch/stdlib, outermost first
+
+
+@dataclass
 class Site:
     id: SiteId
     gb_id: str
@@ -166,10 +178,16 @@ class Site:
     # Inferred, not reported: the log has no break reports (torch before 2.6 wrote none), so the
     # site comes from a resume function's name (torch_dynamo_resume_in_FN_at_LINE) and restarts.
     approximate: bool = False
+    routes: list[Route] = field(default_factory=list)      # owner frames reaching this root cause, most events first
+    next_step: NextStep | None = None
 
     @property
     def location(self) -> str:
         return f"{self.file}:{self.line}"
+
+    @property
+    def owner(self) -> Route | None:
+        return self.routes[0] if self.routes else None
 
 
 @dataclass
@@ -180,6 +198,9 @@ class RecompileCause:
     compile_ids: list[str] = field(default_factory=list)
     examples: list[str] = field(default_factory=list)  # raw reasons as Dynamo wrote them (first few)
     advice: list[str] = field(default_factory=list)
+    compile_seconds: float = 0.0   # what the recompiles of this cause cost to compile
+    fan_out: str = ""              # why one changed input recompiled several frames (resume functions)
+    names: dict[str, str] = field(default_factory=dict)   # frame -> the tensor's name in that frame
 
 
 @dataclass
@@ -242,6 +263,57 @@ class TraceStats:
     unreadable: list[str] = field(default_factory=list)
 
 
+@dataclass
+class NextStep:
+    """The one thing to do next about a site, and the command that proves it worked."""
+    action: str
+    command: str
+    differs_from_dynamo: str = ""   # why it is not Dynamo's own hint, when it is not
+
+
+@dataclass
+class Spread:
+    """Median and interquartile range of timing samples, seconds."""
+    median_s: float
+    q1_s: float
+    q3_s: float
+    samples: int
+
+
+@dataclass
+class Region:
+    """One stretch of a warm call, in order: a compiled graph, or eager code between graphs."""
+    kind: str                 # "graph" | "gap"
+    median_s: float
+    compile_id: str | None = None   # graph: its compile id; gap: the graph it follows (None: call start)
+    site: SiteId | None = None      # gap: the break site it is attributed to
+
+
+@dataclass
+class SiteCost:
+    site: SiteId
+    seconds: Spread           # eager gap time per call attributed to this site
+    share: float              # of the compiled call's median
+    gain_s: float             # estimated saving per call if the gap's code joined its neighbours
+    gaps: int                 # gaps per call attributed to it
+
+
+@dataclass
+class Cost:
+    """`census --cost`: a warm call's compiled regions and eager gaps, each gap attributed to
+    the break site that caused it; measured alternately with eager calls, several rounds."""
+    device: str
+    rounds: int
+    stable: bool
+    call: Spread              # one compiled pass over the factory's calls
+    eager: Spread | None      # the same pass run eagerly (alternating)
+    graphs: Spread            # time inside compiled graphs per pass
+    gaps: Spread              # time in eager gaps per pass
+    sites: list[SiteCost] = field(default_factory=list)      # most seconds first
+    unattributed: Spread | None = None                       # gaps before the first break (guards, prologue)
+    regions: list[Region] = field(default_factory=list)      # the timeline of one pass, medians
+
+
 # ----------------------------------------------------------------------------- census
 
 @dataclass
@@ -268,6 +340,9 @@ class Census:
     # What graphstitch doubts about its own capture (an unparsed break report, counters that
     # disagree with the records); an unusable capture is error kind "capture" instead.
     warnings: list[str] = field(default_factory=list)
+    project: str | None = None       # where "your code" is (owner frames); None: project_root
+    semantics: str = "default"       # "default" or "fullgraph" (what a fullgraph=True compile would fail on)
+    cost: Cost | None = None         # `census --cost`
 
     __computed__: ClassVar[tuple[str, ...]] = (
         "schema", "graphstitch_version", "graph_count", "break_site_count", "break_events",

@@ -55,10 +55,14 @@ class Options:
     # A source-rewrite trial: the ORIGINAL target whose eager outputs and printed/logged
     # output are the reference (the patched code's own eager run could share its mistake).
     reference: str | None = None
+    # `census --fullgraph-semantics`: the configs fullgraph=True implies (live.FULLGRAPH_CONFIG).
+    fullgraph_semantics: bool = False
 
     def as_config(self) -> dict[str, Any]:
         cfg: dict[str, Any] = {"backend": self.backend, "nested_graph_breaks": self.nested_graph_breaks,
                                "dynamic": self.dynamic, "grad": self.grad}
+        if self.fullgraph_semantics:
+            cfg["semantics"] = "fullgraph"
         if self.patches:
             cfg["patches"] = to_json(self.patches)
         return cfg

@@ -19,3 +19,24 @@ def longformer():
                            intermediate_size=64, max_position_embeddings=128, attention_window=8)
     model = LongformerModel(cfg).eval()
     return model, (), {"input_ids": torch.randint(0, 100, (1, 16))}
+
+
+
+class Captioner(torch.nn.Module):
+    """A user's model around a transformers GPT-2 asked for its attentions: the break is in
+    transformers' own output-capturing code, reached from this file."""
+
+    def __init__(self):
+        super().__init__()
+        from transformers import GPT2Config, GPT2Model
+        self.gpt2 = GPT2Model(GPT2Config(vocab_size=100, n_embd=32, n_layer=2, n_head=2))
+        self.head = torch.nn.Linear(32, 4)
+
+    def forward(self, ids):
+        out = self.gpt2(ids, output_attentions=True)  # OWNER_GPT2
+        return self.head(out.last_hidden_state)
+
+
+def captioner():
+    torch.manual_seed(0)
+    return Captioner().eval(), (torch.randint(0, 100, (1, 16)),), {}

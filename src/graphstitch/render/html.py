@@ -18,9 +18,11 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
+from ..costs import cost_for
 from ..files import atomic_write
 from ..jsonio import to_json
 from ..model import Census, Site
+from ..owners import chain_text, group_line
 from ..paths import short_path
 from ..traces import source_context
 
@@ -114,6 +116,23 @@ def _timeline(c: Census) -> list[dict[str, Any]]:
     return items
 
 
+def _measured(c: Census) -> dict[str, Any] | None:
+    """`census --cost`: one warm pass, each region as wide as its median time (a minimum
+    width keeps short graphs visible); gaps labelled with their duration and site."""
+    if c.cost is None or not c.cost.regions:
+        return None
+    total = sum(r.median_s for r in c.cost.regions) or 1.0
+    width, x, out = 900.0, 0.0, []
+    for r in c.cost.regions:
+        w = max(width * r.median_s / total, 6.0)
+        label = (f"{r.compile_id} graph" if r.kind == "graph" else
+                 f"gap{f' {r.site.gb_id}' if r.site else ''}") + f" {r.median_s * 1e3:.3g} ms"
+        out.append({"kind": r.kind, "x": round(x, 1), "w": round(w, 1), "label": label,
+                    "site": str(r.site) if r.site else "", "show": w > 7 * len(label) + 8})
+        x += w + 2
+    return {"regions": out, "width": max(int(x), 100)}
+
+
 def _clip(text: str, n: int = 44) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
@@ -135,10 +154,24 @@ def _view(c: Census, rank: Any) -> dict[str, Any]:
         x += it["w"] + 4
     fixes_for = getattr(c, "fixes_for", None)   # a `fix` report: its trials, matched on SiteId
     stats = {k: v for k, v in to_json(c.trace_stats).items() if v not in (None, [])}
+    sites = [{"s": s, "i": i, "short": short_path(s.file), "source": _source(s),
+              "fixes": fixes_for(s.id) if fixes_for else [], "cost": cost_for(c, s.id),
+              "chain": chain_text(s.owner) if s.owner is not None and s.owner.chain else None,
+              "group": group_line(s)} for i, s in enumerate(c.sites, 1)]
+    if c.cost is not None:   # measured: rank by seconds per call, as the terminal does
+        sites.sort(key=lambda v: -v["cost"].seconds.median_s if v["cost"] else 0.0)
+        for i, v in enumerate(sites, 1):
+            v["i"] = i
+    top_cost = max((v["cost"].seconds.median_s for v in sites if v["cost"]), default=0.0) or 1.0
+    for v in sites:
+        v["bar"] = round(100 * v["cost"].seconds.median_s / top_cost, 1) if v["cost"] else 0
+    # Start here: the costliest site when measured, else the first ranked; its verified fix if `fix` ran.
+    start = max(sites, key=lambda v: v["cost"].seconds.median_s if v["cost"] else -1.0) if sites else None
+    if start is not None:
+        start = {**start, "verified": next((f for f in start["fixes"] if f.verified), None)}
     return {
         "rank": rank, "id": "all" if rank is None else f"rank{rank}", "c": c,
-        "sites": [{"s": s, "i": i, "short": short_path(s.file), "source": _source(s),
-                   "fixes": fixes_for(s.id) if fixes_for else []} for i, s in enumerate(c.sites, 1)],
+        "sites": sites, "start": start, "measured": _measured(c),
         "chart": {"frames": frames, "longest": longest, "label_w": label_w, "bar_w": 360,
                   "height": 22 * len(frames) + 8},
         "timeline": {"entries": timeline, "width": max(x, 100)},

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import os
 
+from ..costs import cost_for
 from ..files import atomic_write
 from ..model import Census
+from ..owners import chain_text
 from ..paths import short_path
 from .sarif import gb_url
 
@@ -33,15 +35,26 @@ def markdown(censuses: list[Census], notes: dict[str, list[str]] | None = None) 
             out.append(f"- {line}")
         if (notes or {}).get(c.target or ""):
             out.append("")
+        out.append(f"_Semantics: {'fullgraph=True' if c.semantics == 'fullgraph' else 'default (fullgraph=False)'}._\n")
         if c.sites:
-            out.append("| # | GB id | where | function | events | break |")
-            out.append("|---|---|---|---|---|---|")
+            out.append("| # | GB id | where | your code | function | events | cost/call | break |")
+            out.append("|---|---|---|---|---|---|---|---|")
             for i, s in enumerate(c.sites, 1):
                 gb = f"[{s.gb_id}]({gb_url(s.gb_id)})" if gb_url(s.gb_id) else s.gb_id
                 flag = " (frame skipped)" if s.frame_skipped else ""
-                out.append(f"| {i} | {gb} | `{_cell(short_path(s.file))}:{s.line}` | `{_cell(s.function)}` | "
-                           f"{s.events} | {_cell(s.gb_type)}{flag} |")
+                route = s.owner
+                mine = f"`{_cell(chain_text(route))}`" if route is not None and route.chain else "same line"
+                sc = cost_for(c, s.id)
+                spent = f"{sc.seconds.median_s * 1e3:.3g} ms ({sc.share:.0%})" if sc else "—"
+                out.append(f"| {i} | {gb} | `{_cell(short_path(s.file))}:{s.line}` | {mine} | `{_cell(s.function)}` | "
+                           f"{s.events} | {spent} | {_cell(s.gb_type)}{flag} |")
             out.append("")
+            steps = [s for s in c.sites if s.next_step]
+            for i, s in enumerate(steps, 1):
+                assert s.next_step is not None
+                out.append(f"{i}. {_cell(s.next_step.action)}: `{_cell(s.next_step.command)}`")
+            if steps:
+                out.append("")
         if c.recompiles:
             out.append("| recompiles | cause | frames |")
             out.append("|---|---|---|")

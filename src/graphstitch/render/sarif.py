@@ -15,6 +15,7 @@ from typing import Any
 from .. import __version__
 from ..files import atomic_write
 from ..model import Census
+from ..owners import chain_text
 
 SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 RECOMPILE_RULE = "GS-RECOMPILE"   # recompile causes have no GB id
@@ -71,13 +72,21 @@ def sarif(censuses: list[Census], root: str | os.PathLike[str] | None = None) ->
                                                *(f"Advice: {a}" for a in advice)]))
             idx = rule(s.gb_id, s.gb_type, s.explanation, help_text)
             skipped = " The whole frame is skipped and runs eagerly." if s.frame_skipped else ""
+            # Code scanning annotates the user's own line (the owner frame); the library line
+            # that breaks is a related location. Fingerprints stay on the SiteId.
+            owner = s.owner
+            at = owner.owner if owner is not None and owner.chain else None
+            via = f" Reached through {chain_text(owner)}." if at is not None and owner is not None else ""
+            step = f" Next: {s.next_step.action}. Prove it: {s.next_step.command}" if s.next_step else ""
             results.append({
                 "ruleId": s.gb_id, "ruleIndex": idx,
                 "level": "error" if s.frame_skipped else "warning",
                 "message": {"text": f"Graph break {s.gb_id} in {s.function}: {s.gb_type} "
                                     f"({s.events} event{'s' if s.events != 1 else ''}).{skipped}"
-                                    + (f" Hint: {s.hints[0]}" if s.hints else "")},
-                "locations": [_location(s.file, s.line, root)],
+                                    + via + (f" Hint: {s.hints[0]}" if s.hints else "") + step},
+                "locations": [_location(at.file, at.line, root) if at is not None else _location(s.file, s.line, root)],
+                **({"relatedLocations": [{"id": 0, **_location(s.file, s.line, root),
+                                          "message": {"text": f"root cause: {s.gb_type}"}}]} if at is not None else {}),
                 "partialFingerprints": {"graphstitch/site/v2": _fingerprint(str(s.id))},
                 "properties": {"target": c.target, "events": s.events, "nesting_depth": s.nesting_depth,
                                "frame_skipped": s.frame_skipped, "gb_chain": s.gb_chain},

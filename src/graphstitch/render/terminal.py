@@ -6,16 +6,21 @@ at 80 columns and in CI logs. Nothing here counts or matches anything itself.
 
 from __future__ import annotations
 
+import os
+
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
+from ..costs import cost_for
 from ..fix import FixReport
 from ..fix.fixall import FixAll
 from ..gate import Verdict
 from ..guards import GuardReport
-from ..model import Census
-from ..paths import short_path
+from ..model import Census, Site
+from ..owners import chain_text, group_line
+from ..paths import is_internal, short_path
 from ..perf import PerfResult, failed
 from ..perf.timing import LatencyStats
 from ..ranks import RankComparison
@@ -26,7 +31,49 @@ def _yes_no(v: bool | None) -> str:
     return {True: "[green]yes[/]", False: "[bold red]NO[/]", None: "[dim]not checked[/]"}[v]
 
 
-def census(c: Census, console: Console | None = None) -> None:
+def _say(console: Console, markup: str) -> None:
+    """Prose under a site, indented; wrapped lines keep the indent (readable in CI logs)."""
+    for line in Text.from_markup(markup).wrap(console, max(console.width - 3, 20)):
+        line.rstrip()
+        console.print(Text("   ") + line, no_wrap=True, overflow="fold")
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.3g} ms"
+
+
+def _code(console: Console, line: int, code: str, indent: str = "   ") -> None:
+    """A source line: cut with an ellipsis at the console's width, never wrapped mid-word."""
+    console.print(Text(f"{indent}{line:>5} | {code}", style="cyan"), no_wrap=True, overflow="ellipsis")
+
+
+def _stack(console: Console, s: Site, full: bool) -> None:
+    """The site's stack, outermost first; torch's own frames collapsed into one line."""
+    hidden = 0
+
+    def flush() -> None:
+        nonlocal hidden
+        if hidden:
+            console.print(f"   [dim]… {hidden} torch/stdlib frame{'s' if hidden != 1 else ''} "
+                          "(--full-stack)[/]")
+            hidden = 0
+    for fr in s.stack:
+        if not full and is_internal(fr.file):
+            hidden += 1
+            continue
+        flush()
+        console.print(Text(f"   {short_path(fr.file)}:{fr.line} in {fr.function}", style="dim"), no_wrap=True,
+                      overflow="ellipsis")
+    flush()
+
+
+def _semantics(c: Census) -> str:
+    return ("fullgraph=True semantics (capture_scalar_outputs, capture_dynamic_output_shape_ops): "
+            "each site would fail a fullgraph compile" if c.semantics == "fullgraph"
+            else "default torch.compile semantics (fullgraph=False); --fullgraph-semantics for fullgraph=True")
+
+
+def census(c: Census, console: Console | None = None, full_stack: bool = False) -> None:
     console = console or Console(highlight=False)
     cfg = c.config
     head = f"[bold]graphstitch census[/] {escape(c.target or '')}"
@@ -39,6 +86,7 @@ def census(c: Census, console: Console | None = None) -> None:
         bits.append(f"{c.calls} call{'s' if c.calls != 1 else ''}")
     console.print(head)
     console.print("[dim]" + " · ".join(bits) + "[/]")
+    console.print(f"[dim]{escape(_semantics(c))}[/]")
     console.print(
         f"graphs [bold]{c.graph_count}[/] · break sites [bold]{len(c.sites)}[/] · "
         f"break events [bold]{c.break_events}[/] · skipped frames [bold]{len(c.skipped_frames)}[/] · "
@@ -46,46 +94,81 @@ def census(c: Census, console: Console | None = None) -> None:
         f"compile {c.compile_seconds:.2f} s · outputs match eager {_yes_no(c.outputs_match_eager)}")
     if c.output_mismatch:
         console.print(f"  [red]{escape(c.output_mismatch)}[/]")
+    cost = c.cost
+    if cost is not None:
+        eager = f" · eager {_ms(cost.eager.median_s)}" if cost.eager else ""
+        console.print(f"warm call {_ms(cost.call.median_s)} (IQR {_ms(cost.call.q3_s - cost.call.q1_s)}, "
+                      f"{cost.rounds} alternating rounds{'' if cost.stable else ', [yellow]not stable[/]'})"
+                      f"{eager} · in graphs {_ms(cost.graphs.median_s)} · in eager gaps {_ms(cost.gaps.median_s)}")
 
     if c.sites:
         # One block per site rather than a wide table: readable at 80 columns and in CI logs.
-        console.print("\n[bold underline]Break sites, ranked by impact[/]")
-        for i, s in enumerate(c.sites, 1):
+        order = c.sites
+        if cost is not None:
+            rank = {x.site: i for i, x in enumerate(cost.sites)}
+            order = sorted(c.sites, key=lambda s: rank.get(s.id, len(rank)))
+        console.print("\n[bold underline]Break sites, ranked by "
+                      f"{'measured cost' if cost is not None else 'impact'}[/]")
+        for i, s in enumerate(order, 1):
             flag = " [bold red]· whole frame skipped (runs eager)[/]" if s.frame_skipped else ""
+            sc = cost_for(c, s.id)
+            spent = (f" · [bold]{_ms(sc.seconds.median_s)}/call[/] ({sc.share:.0%}, IQR "
+                     f"{_ms(sc.seconds.q3_s - sc.seconds.q1_s)})" if sc else "")
             console.print(f"[bold]{i}. {s.gb_id}[/] {escape(short_path(s.file))}:{s.line} in "
                           f"[bold]{escape(s.function)}[/] · {s.events} event{'s' if s.events != 1 else ''}"
-                          f" · depth {s.nesting_depth}{flag}")
+                          f" · depth {s.nesting_depth}{spent}{flag}")
             if s.code:
-                console.print(f"   [cyan]{s.line:>5} | {escape(s.code)}[/]")
-            console.print(f"   [bold]{escape(s.gb_type)}[/]")
+                _code(console, s.line, s.code)
+            r = s.owner
+            if r is not None and r.chain:
+                who = "your code" if r.in_project else "entered at"
+                _say(console, f"[bold]{who}:[/] {escape(chain_text(r))}")
+                if r.owner.code:
+                    _code(console, r.owner.line, r.owner.code)
+                group = group_line(s)
+                if group:
+                    _say(console, f"[yellow]{escape(group)}:[/] " + ", ".join(
+                        escape(f"{os.path.basename(x.owner.file)}:{x.owner.line}") for x in s.routes if x.in_project))
+            if full_stack or s.nesting_depth > 1 or (r is not None and r.chain):
+                _stack(console, s, full_stack)
+            _say(console, f"[bold]{escape(s.gb_type)}[/]")
             if s.explanation:
-                console.print(f"   {escape(s.explanation[:400])}")
+                _say(console, f"{escape(s.explanation[:400])}")
             if s.hints:
-                console.print(f"   [green]Hint:[/] {escape(s.hints[0][:400])}")
+                _say(console, f"[green]Dynamo's hint:[/] {escape(s.hints[0][:400])}")
             for a in s.advice[:1]:
-                console.print(f"   [magenta]Advice:[/] {escape(a.summary[:400])}")
+                _say(console, f"[magenta]Advice:[/] {escape(a.summary[:400])}")
+            if sc and sc.gain_s > 0:
+                _say(console, f"[dim]joining this gap's code to its graphs saves up to {_ms(sc.gain_s)} per call[/]")
+            step = s.next_step
+            if step is not None:
+                _say(console, f"[bold green]Next:[/] {escape(step.action)}")
+                if step.differs_from_dynamo:
+                    _say(console, f"[dim]Why not Dynamo's hint: {escape(step.differs_from_dynamo)}[/]")
+                # One line even when longer than the console: it is meant to be copied.
+                console.print(Text(f"     $ {step.command}", style="bold"), soft_wrap=True)
+        if cost is not None and cost.unattributed is not None:
+            console.print(f"[dim]eager time before the first break (guards, prologue): "
+                          f"{_ms(cost.unattributed.median_s)}/call[/]")
     console.print(("[green]" if c.clean else "[bold yellow]" if not c.sites else "[bold]") + escape(c.summary) + "[/]")
     for w in c.warnings:
         console.print(f"[bold yellow]warning:[/] {escape(w)}")
 
     if c.recompiles:
-        t = Table(title="Recompile causes", title_justify="left", expand=True)
-        t.add_column("recompiles", justify="right", no_wrap=True)
-        t.add_column("cause (values stripped)", ratio=3, overflow="fold")
-        t.add_column("frames", ratio=1, overflow="fold")
-        for r in c.recompiles:
-            t.add_row(str(r.count), escape(r.reason), escape(", ".join(r.frames)))
-        console.print(t)
+        console.print("\n[bold underline]Recompile causes[/]")
+        for rc in c.recompiles:
+            names = " · ".join(f"{f}({n})" if (n := rc.names.get(f)) else f for f in rc.frames)
+            console.print(f"[bold]{rc.count} recompile{'s' if rc.count != 1 else ''}[/] · "
+                          f"compile {rc.compile_seconds:.2f} s · {escape(rc.reason)}")
+            console.print(f"   frames: {escape(names)}")
+            for tip in rc.advice:
+                _say(console, f"[magenta]Advice:[/] {escape(tip)}")
 
     if c.skipped_frames:
-        t = Table(title="Skipped frames (ran fully eager)", title_justify="left", expand=True)
-        t.add_column("function", no_wrap=True)
-        t.add_column("where", overflow="fold")
-        t.add_column("why", ratio=3, overflow="fold")
+        console.print("\n[bold underline]Skipped frames (ran fully eager)[/]")
         for f in c.skipped_frames:
-            t.add_row(escape(f.function), f"{escape(short_path(f.file))}:{f.line}",
-                      escape(f"{f.fail_type}: {f.reason}"))
-        console.print(t)
+            console.print(f"[bold]{escape(f.function)}[/] {escape(short_path(f.file))}:{f.line} · {escape(f.fail_type)}")
+            _say(console, f"{escape(f.reason)}")
 
     if c.error:  # the summary has its first line; Dynamo's "from user code" frames say where
         _, sep, user = c.error.message.partition("from user code:")
