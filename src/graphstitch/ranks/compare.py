@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..changes import CensusDiff, collective_sequence, diff, schedule_sequence
-from ..model import Census, SiteId
+from ..model import Census, Graph, SiteId
 from ..records import compile_order
 
 _COLLECTIVE_TEXT = re.compile(
@@ -259,58 +259,51 @@ def _graph_divergence(censuses: dict[int, Census], diffs: dict[int, CensusDiff])
                        graph_index=i)]
 
 
-def _collective_divergence(censuses: dict[int, Census], diffs: dict[int, CensusDiff]) -> list[Divergence]:
-    """The first collective the ranks would enter in a different order: where a job hangs."""
-    found = [d.first_collective_difference for d in diffs.values() if d.first_collective_difference is not None]
+def _order_divergence(censuses: dict[int, Census], found: list[int], kind: str,
+                      ops: Callable[[Graph], list[str]], what: str, lead: str,
+                      sequence: Callable[[Census], Any]) -> list[Divergence]:
+    """The first collective some rank would enter in a different order (where a job hangs),
+    in Dynamo's graphs or in Inductor's executed schedule; FOUND: each diff's first index."""
     if not found:
         return []
     k = min(found)
-    seqs = {r: [(op, g) for g in c.graphs for op in g.collectives] for r, c in censuses.items()}
+    seqs = {r: [(op, g) for g in c.graphs for op in ops(g)] for r, c in censuses.items()}
     groups = _groups({r: (s[k][0] if k < len(s) else None) for r, s in seqs.items()})
     odd = sorted(r for g in groups[1:] for r in g)
 
     def side(r: int) -> str:
         if k >= len(seqs[r]):
-            return f"rank {r}: none (only {len(seqs[r])} collectives in graphs)"
+            return f"rank {r}: none (only {len(seqs[r])} {what})"
         op, g = seqs[r][k]
         return f"rank {r}: {op} in graph {g.compile_id} {g.function} ({g.file}:{g.line})"
     ref = next((r for r in odd + groups[0] if k < len(seqs[r])), odd[0])
     g = seqs[ref][k][1] if k < len(seqs[ref]) else None
-    msg = (f"collective #{k} in the compiled graphs differs; where these graphs run in step, the ranks "
-           "wait on different collectives (a hang): " + "; ".join(side(r) for r in sorted(seqs)))
-    return [Divergence("collective_order", odd, groups[0], g.compile_id if g else None, g.file if g else None,
-                       g.line if g else None, msg,
-                       {r: list(collective_sequence(c)) for r, c in censuses.items()}, collective_index=k)]
+    msg = lead.format(k=k) + "; ".join(side(r) for r in sorted(seqs))
+    return [Divergence(kind, odd, groups[0], g.compile_id if g else None, g.file if g else None,
+                       g.line if g else None, msg, {r: list(sequence(c)) for r, c in censuses.items()},
+                       collective_index=k)]
+
+
+def _collective_divergence(censuses: dict[int, Census], diffs: dict[int, CensusDiff]) -> list[Divergence]:
+    found = [d.first_collective_difference for d in diffs.values() if d.first_collective_difference is not None]
+    return _order_divergence(
+        censuses, found, "collective_order", lambda g: g.collectives, "collectives in graphs",
+        "collective #{k} in the compiled graphs differs; where these graphs run in step, the ranks "
+        "wait on different collectives (a hang): ", collective_sequence)
 
 
 def _schedule_divergence(censuses: dict[int, Census], diffs: dict[int, CensusDiff]) -> list[Divergence]:
-    """The first collective Inductor's compiled code runs in a different order on some rank
-    (its ``inductor_collective_schedule``): the order that actually executes, after Inductor's
-    reordering and bucketing, which Dynamo's graphs do not show."""
+    """Inductor's ``inductor_collective_schedule``: the order that actually executes, after
+    Inductor's reordering and bucketing, which Dynamo's graphs do not show."""
     found = [d.first_schedule_difference for d in diffs.values() if d.first_schedule_difference is not None]
-    if not found:
-        return []
-    k = min(found)
-    seqs = {r: [(op, g) for g in c.graphs for op in (g.schedule or [])] for r, c in censuses.items()}
-    groups = _groups({r: (s[k][0] if k < len(s) else None) for r, s in seqs.items()})
-    odd = sorted(r for g in groups[1:] for r in g)
-
-    def side(r: int) -> str:
-        if k >= len(seqs[r]):
-            return f"rank {r}: none (only {len(seqs[r])} scheduled collectives)"
-        op, g = seqs[r][k]
-        return f"rank {r}: {op} in graph {g.compile_id} {g.function} ({g.file}:{g.line})"
-    ref = next((r for r in odd + groups[0] if k < len(seqs[r])), odd[0])
-    g = seqs[ref][k][1] if k < len(seqs[ref]) else None
     dynamo_same = all(d.first_collective_difference is None for d in diffs.values())
-    msg = (f"collective #{k} of Inductor's executed schedule differs"
-           + (" while Dynamo's graphs hold the same collectives (Inductor reordered or bucketed them "
-              "differently per rank: compare the ranks' inductor configs)" if dynamo_same else
-              " (Dynamo's graphs differ too)")
-           + "; the ranks wait on different collectives (a hang): " + "; ".join(side(r) for r in sorted(seqs)))
-    return [Divergence("collective_schedule", odd, groups[0], g.compile_id if g else None, g.file if g else None,
-                       g.line if g else None, msg,
-                       {r: list(schedule_sequence(c)) for r, c in censuses.items()}, collective_index=k)]
+    lead = ("collective #{k} of Inductor's executed schedule differs"
+            + (" while Dynamo's graphs hold the same collectives (Inductor reordered or bucketed them "
+               "differently per rank: compare the ranks' inductor configs)" if dynamo_same else
+               " (Dynamo's graphs differ too)")
+            + "; the ranks wait on different collectives (a hang): ")
+    return _order_divergence(censuses, found, "collective_schedule", lambda g: g.schedule or [],
+                             "scheduled collectives", lead, schedule_sequence)
 
 
 # ----------------------------------------------------------------------------- flags
