@@ -102,8 +102,10 @@ def write_job(job: Job, dirpath: str) -> Files:
 
 
 def read_outcome(files: Files, exit_code: int, died: ErrorInfo | None, *, target: str | None,
-                 project_root: str | None) -> Outcome:
-    """What a finished (or killed) child left: the census of its records, its result."""
+                 project_root: str | None, own_exit: bool = True) -> Outcome:
+    """What a finished (or killed) child left: the census of its records, its result.
+    OWN_EXIT: EXIT_CODE is this child's own (not a launcher's, as for ranks under torchrun,
+    whose unfinished ranks the launcher's summary names)."""
     from .traces import census_from_files
     rec = Path(files.records)
     census = census_from_files([rec] if rec.exists() else [], target=target, project_root=project_root)
@@ -114,7 +116,7 @@ def read_outcome(files: Files, exit_code: int, died: ErrorInfo | None, *, target
         data, finished = res.get("data"), True
     except (OSError, ValueError):
         pass
-    if died is None and not finished:
+    if died is None and not finished and own_exit:
         # The process ended by itself before its handler returned: os._exit() or an exit
         # from a thread. Whatever its code, the run did not complete.
         died = ErrorInfo(ErrorKind.EXIT, f"the process exited with code {exit_code} before graphstitch's worker "

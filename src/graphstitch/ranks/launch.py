@@ -78,7 +78,8 @@ def run_ranks(spec: str | None, nproc: int, options: Options | None = None, *, s
     wall = time.monotonic() - started
     with open(log_path, encoding="utf-8", errors="replace") as lf:
         log_tail = lf.read()[-4000:]
-    outcomes = {r: worker.read_outcome(f, rc, None, target=spec or script, project_root=project_root)
+    outcomes = {r: worker.read_outcome(f, rc, None, target=spec or script, project_root=project_root,
+                                       own_exit=False)
                 for r, f in enumerate(rank_files)}
     censuses = {r: o.census for r, o in outcomes.items()}
     _attribute_failures(censuses, {r for r, o in outcomes.items() if o.finished}, log_tail, rc, timed_out, timeout)
