@@ -225,3 +225,22 @@ def test_fix_all_cli_diff_reaches_a_fixed_point(project, monkeypatch):
     data = json.loads((project / "all.json").read_text())
     assert data["schema"] == "graphstitch.fixall/1" and data["verified"] and data["final"]["graphs"] == 1
     assert (project / "prog.py").read_text() == (CORPUS / "if_where_assign.py").read_text()  # --diff writes nothing
+
+
+def test_warning_is_a_side_effect_kept_by_reorderable_config_and_lost_by_ignore():
+    # warnings.warn in the compiled function: deferring it (reorderable_logging_functions)
+    # keeps the warning at run time, verified; ignoring it removes the break too, but the
+    # side-effect check now records warnings, so that candidate is refused.
+    base = census_of("warnings_warn")
+    (site,) = base.sites
+    assert (site.gb_id, site.line) == ("GB0007", 8)  # the `# BREAK` line (it also carries a noqa)
+    from graphstitch.fix.candidates import candidates
+    (cand,) = [c for c in candidates(site, str(ROOT)) if "warnings.warn" in c.label]
+    assert cand.patches.config == {"reorderable_logging_functions": ["warnings.warn"]}
+    opts = dataclasses.replace(OPTS, fresh=True, patches=cand.patches)
+    f = evaluate(site, cand, base, census_target(spec_of("warnings_warn"), opts, project_root=str(ROOT)))
+    assert f.verified and f.after.sites == 0 and f.side_effects_kept, f.why_not
+    drop = Candidate("config", "ignore", Patches(config={"ignore_logging_functions": ["warnings.warn"]}))
+    opts = dataclasses.replace(OPTS, fresh=True, patches=drop.patches)
+    f = evaluate(site, drop, base, census_target(spec_of("warnings_warn"), opts, project_root=str(ROOT)))
+    assert f.site_gone and f.side_effects_kept is False and not f.verified
