@@ -86,6 +86,8 @@ FAMILIES = [
     ("slice_read_tensor_start", "tensor-slice", None,
      "return x.index_select(1, pos + torch.arange(3, device=x.device)) * 2  # BREAK"),
     ("lazy_import", "hoist-import", "import scipy.special", "import scipy.special"),
+    ("lazy_import", "scipy-special-torch", "return x * scipy.special.expit(0.0)  # BREAK",
+     "return x * torch.special.expit(torch.as_tensor(0.0, dtype=torch.float64))  # BREAK"),
     ("graph_break_loop", "drop-graph-break", "torch._dynamo.graph_break()  # BREAK", "pass"),
     ("deepcopy_tensor", "deepcopy-clone", "y = copy.deepcopy(x)  # BREAK", "y = x.clone()  # BREAK"),
     ("tensor_bool_loop", "extract-hatch", None,  # (difflib pairs the moved `while` with its copy)
@@ -244,3 +246,19 @@ def test_warning_is_a_side_effect_kept_by_reorderable_config_and_lost_by_ignore(
     opts = dataclasses.replace(OPTS, fresh=True, patches=drop.patches)
     f = evaluate(site, drop, base, census_target(spec_of("warnings_warn"), opts, project_root=str(ROOT)))
     assert f.site_gone and f.side_effects_kept is False and not f.verified
+
+
+def test_scipy_special_rewrite_verifies_and_the_hoisted_import_does_not():
+    # The lazy import is traced in torch 2.13; the break is the scipy ufunc call. Its
+    # torch.special twin on float64 removes it with outputs equal to eager; hoisting the
+    # import alone leaves the site, so it is rejected.
+    base = census_of("lazy_import")
+    site, props, _ = props_of("lazy_import", base)
+    found = {}
+    for rule in ("scipy-special-torch", "hoist-import"):
+        rw = next(p for p in props if p.rule == rule)
+        found[rule] = evaluate(site, Candidate(rw.strategy, rw.label, Patches(), rw), base,
+                               census_on_copy(spec_of("lazy_import"), OPTS, str(ROOT), rw.files, 300))
+    f = found["scipy-special-torch"]
+    assert f.verified and f.after.sites == 0 and f.outputs_match, f.why_not
+    assert not found["hoist-import"].verified and not found["hoist-import"].site_gone

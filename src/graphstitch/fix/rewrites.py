@@ -661,6 +661,31 @@ def _numpy_torch(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
                       {ctx.path: _add_import(swap(ctx, swaps), "import torch")})
 
 
+# scipy.special functions with a torch.special twin of the same name and arguments.
+_SCIPY_SPECIAL = ("expit", "logit", "erf", "erfc", "erfinv", "ndtr", "ndtri", "log_ndtr", "gammaln", "i0", "i0e",
+                  "i1", "i1e", "xlogy", "xlog1py", "entr", "sinc")
+
+
+@rule("scipy-special-torch")
+def _scipy_special_torch(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
+    """`scipy.special.f(v)` (a C ufunc Dynamo cannot trace) -> `torch.special.f` on float64
+    0-d tensors: the same double-precision value, kept as a tensor in the graph."""
+    swaps: dict[cst.CSTNode, object] = {}
+    for n in _walk(ctx.stmt):
+        if not isinstance(n, cst.Call):
+            continue
+        m = re.fullmatch(r"(?:scipy\.)?special\.(\w+)", ctx.code(n.func))
+        if not m or m.group(1) not in _SCIPY_SPECIAL or not n.args or \
+                any(a.keyword is not None or a.star for a in n.args):
+            continue
+        args = ", ".join(f"torch.as_tensor({ctx.code(a.value)}, dtype=torch.float64)" for a in n.args)
+        swaps[n] = cst.parse_expression(f"torch.special.{m.group(1)}({args})")
+    if swaps:
+        yield Rewrite("scipy-special-torch", "rewrite", "scipy.special.f(v) -> torch.special.f on float64 tensors",
+                      "the value is a 0-d float64 tensor, not a numpy float (the last bit may differ: verified "
+                      "against eager outputs)", {ctx.path: _add_import(swap(ctx, swaps), "import torch")})
+
+
 @rule("pass-sequence")
 def _pass_sequence(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
     """A generator or iterator argument -> the caller passes the sequence; iterate inside."""
