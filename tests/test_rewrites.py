@@ -88,6 +88,9 @@ FAMILIES = [
     ("lazy_import", "hoist-import", "import scipy.special", "import scipy.special"),
     ("lazy_import", "scipy-special-torch", "return x * scipy.special.expit(0.0)  # BREAK",
      "return x * torch.special.expit(torch.as_tensor(0.0, dtype=torch.float64))  # BREAK"),
+    ("tolist_split_varlen", "split-segment-reduce", "chunks = x.split(lengths.tolist())  # BREAK",
+     "chunks_sum = x.new_zeros((lengths.shape[0],) + tuple(x.shape[1:])).index_add_(0, chunks_segment, x)"
+     "  # BREAK"),
     ("graph_break_loop", "drop-graph-break", "torch._dynamo.graph_break()  # BREAK", "pass"),
     ("deepcopy_tensor", "deepcopy-clone", "y = copy.deepcopy(x)  # BREAK", "y = x.clone()  # BREAK"),
     ("tensor_bool_loop", "extract-hatch", None,  # (difflib pairs the moved `while` with its copy)
@@ -262,3 +265,21 @@ def test_scipy_special_rewrite_verifies_and_the_hoisted_import_does_not():
     f = found["scipy-special-torch"]
     assert f.verified and f.after.sites == 0 and f.outputs_match, f.why_not
     assert not found["hoist-import"].verified and not found["hoist-import"].site_gone
+
+
+def test_segment_reduce_removes_the_break_but_is_not_verified_on_invalid_fresh_sizes():
+    # The rewrite removes the break and matches eager on the factory's call, but the fresh
+    # inputs draw lengths that no longer sum to x.shape[0]: the ORIGINAL code raises there,
+    # so nothing can be proved and the rewrite is not offered as verified.
+    base = census_of("tolist_split_varlen")
+    site, props, _ = props_of("tolist_split_varlen", base)
+    rw = next(p for p in props if p.rule == "split-segment-reduce")
+    _, plus = changed(rw, CORPUS / "tolist_split_varlen.py")
+    assert "return torch.stack(chunks_sum / lengths.reshape((-1,) + (1,) * (x.dim() - 1)).to(chunks_sum.dtype))" \
+        not in plus
+    assert "return chunks_sum / lengths.reshape((-1,) + (1,) * (x.dim() - 1)).to(chunks_sum.dtype)" in plus
+    trial = census_on_copy(spec_of("tolist_split_varlen"), OPTS, str(ROOT), rw.files, 300)
+    f = evaluate(site, Candidate(rw.strategy, rw.label, Patches(), rw), base, trial)
+    assert trial.outputs_match_eager and trial.sites == [] and trial.graph_count == 1
+    assert f.site_gone and not f.verified
+    assert any("split_sizes to sum exactly" in w for w in f.why_not), f.why_not

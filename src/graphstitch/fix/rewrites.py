@@ -599,6 +599,71 @@ def _tolist(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
                       {ctx.path: swap(ctx, swaps)})
 
 
+def _split_by_tolist(ctx: Ctx) -> tuple[str, str, str] | None:
+    """`chunks = X.split(L.tolist())` at the site -> (chunks, X, L)."""
+    if not isinstance(ctx.stmt, cst.SimpleStatementLine) or len(ctx.stmt.body) != 1:
+        return None
+    a = ctx.stmt.body[0]
+    if not (isinstance(a, cst.Assign) and len(a.targets) == 1 and isinstance(a.targets[0].target, cst.Name)):
+        return None
+    c = a.value
+    if not (isinstance(c, cst.Call) and isinstance(c.func, cst.Attribute) and c.func.attr.value == "split"
+            and len(c.args) == 1 and c.args[0].keyword is None and not c.args[0].star):
+        return None
+    t = c.args[0].value
+    if not (isinstance(t, cst.Call) and isinstance(t.func, cst.Attribute) and t.func.attr.value == "tolist"
+            and not t.args):
+        return None
+    return a.targets[0].target.value, ctx.code(c.func.value), ctx.code(t.func.value)
+
+
+@rule("split-segment-reduce")
+def _split_segment_reduce(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
+    """`chunks = X.split(L.tolist())` whose only use is `torch.stack([c.mean(0) for c in chunks])`
+    (or `.sum(0)`) -> one index_add_ over segment ids: the same per-segment reduction with
+    no Python list of sizes (the number of segments is L's static length)."""
+    found = _split_by_tolist(ctx)
+    if found is None or ctx.func is None:
+        return
+    chunks, x, lengths = found
+    uses = [n for n in _walk(ctx.func.body) if isinstance(n, cst.Name) and n.value == chunks
+            and not isinstance(ctx.parents.get(n), cst.AssignTarget)]
+    stack = None
+    if len(uses) == 1:
+        comp_for = ctx.parents.get(uses[0])
+        comp = ctx.parents.get(comp_for) if isinstance(comp_for, cst.CompFor) else None
+        arg = ctx.parents.get(comp) if isinstance(comp, (cst.ListComp, cst.GeneratorExp)) else None
+        call = ctx.parents.get(arg) if isinstance(arg, cst.Arg) else None
+        if isinstance(call, cst.Call) and ctx.code(call.func) == "torch.stack" and len(call.args) == 1 and \
+                isinstance(comp_for, cst.CompFor) and isinstance(comp_for.target, cst.Name) and \
+                comp_for.inner_for_in is None and not comp_for.ifs and isinstance(comp, (cst.ListComp, cst.GeneratorExp)):
+            elt = comp.elt
+            if isinstance(elt, cst.Call) and isinstance(elt.func, cst.Attribute) and \
+                    isinstance(elt.func.value, cst.Name) and elt.func.value.value == comp_for.target.value and \
+                    elt.func.attr.value in ("mean", "sum") and len(elt.args) == 1 and \
+                    elt.args[0].keyword is None and ctx.code(elt.args[0].value) == "0":
+                stack = (call, elt.func.attr.value)
+    if stack is None:
+        yield Refusal("split-segment-reduce", f"`{chunks}` is used other than as torch.stack([c.mean(0) / "
+                      f"c.sum(0) for c in {chunks}]): no tensor form of the split is known for that use")
+        return
+    call, how = stack
+    seg, total = f"{chunks}_segment", f"{chunks}_sum"
+    lines = (f"{seg} = torch.repeat_interleave(torch.arange({lengths}.shape[0], device={x}.device), {lengths}, "
+             f"output_size={x}.shape[0])\n"
+             f"{total} = {x}.new_zeros(({lengths}.shape[0],) + tuple({x}.shape[1:])).index_add_(0, {seg}, {x})\n")
+    new = [cst.parse_statement(ln + "\n") for ln in lines.splitlines()]
+    new[0] = new[0].with_changes(leading_lines=ctx.stmt.leading_lines)
+    new[-1] = new[-1].with_changes(trailing_whitespace=ctx.stmt.trailing_whitespace)  # type: ignore[union-attr]
+    expr = total if how == "sum" else \
+        f"{total} / {lengths}.reshape((-1,) + (1,) * ({x}.dim() - 1)).to({total}.dtype)"
+    swaps: dict[cst.CSTNode, object] = {ctx.stmt: cst.FlattenSentinel(new), call: cst.parse_expression(expr)}
+    yield Rewrite("split-segment-reduce", "rewrite",
+                  f"split by {lengths}.tolist() + per-chunk {how}(0) -> index_add_ over segment ids",
+                  "one scatter-add instead of a Python list of chunks (float sums may round in another order)",
+                  {ctx.path: _add_import(swap(ctx, swaps), "import torch")})
+
+
 @rule("tensor-slice")
 def _tensor_slice(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
     """`a[:, s:e] = b` / `a[:, s:s + K]` with tensor bounds -> index_copy_ / index_select."""
