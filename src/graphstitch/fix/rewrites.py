@@ -652,9 +652,11 @@ def _split_segment_reduce(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
     lines = (f"{seg} = torch.repeat_interleave(torch.arange({lengths}.shape[0], device={x}.device), {lengths}, "
              f"output_size={x}.shape[0])\n"
              f"{total} = {x}.new_zeros(({lengths}.shape[0],) + tuple({x}.shape[1:])).index_add_(0, {seg}, {x})\n")
+    st = ctx.stmt
+    assert isinstance(st, cst.SimpleStatementLine)  # _split_by_tolist checked it
     new = [cst.parse_statement(ln + "\n") for ln in lines.splitlines()]
-    new[0] = new[0].with_changes(leading_lines=ctx.stmt.leading_lines)
-    new[-1] = new[-1].with_changes(trailing_whitespace=ctx.stmt.trailing_whitespace)  # type: ignore[union-attr]
+    new[0] = new[0].with_changes(leading_lines=st.leading_lines)
+    new[-1] = new[-1].with_changes(trailing_whitespace=st.trailing_whitespace)
     expr = total if how == "sum" else \
         f"{total} / {lengths}.reshape((-1,) + (1,) * ({x}.dim() - 1)).to({total}.dtype)"
     swaps: dict[cst.CSTNode, object] = {ctx.stmt: cst.FlattenSentinel(new), call: cst.parse_expression(expr)}
