@@ -334,7 +334,8 @@ def _effects(out: list[str]) -> Iterator[None]:
     buf = io.StringIO()
     logging.Logger.handle, logging.Logger.isEnabledFor = handle, enabled  # type: ignore[method-assign]
     # Warnings count too, every time ("always": the default filter shows one once per line,
-    # which would hide a dropped one); torch's own (compile-time) warnings differ by design.
+    # which would hide a dropped one); torch's and the standard library's own warnings (compile
+    # time, deprecations a rewrite removes) differ by design.
     # Category and message only: a deferred warn (reorderable_logging_functions) is attributed
     # to another line of the same file.
     with warnings.catch_warnings(record=True) as caught:
@@ -347,7 +348,7 @@ def _effects(out: list[str]) -> Iterator[None]:
             if buf.getvalue():
                 out.append("stdout " + buf.getvalue())
             out.extend(f"warning {w.category.__name__} {w.message}" for w in caught
-                       if not paths.is_torch_file_path(w.filename))
+                       if not paths.is_internal(w.filename))
 
 
 def _fresh(x: Any, gen: torch.Generator) -> Any:
