@@ -86,6 +86,11 @@ FAMILIES = [
     ("slice_read_tensor_start", "tensor-slice", None,
      "return x.index_select(1, pos + torch.arange(3, device=x.device)) * 2  # BREAK"),
     ("lazy_import", "hoist-import", "import scipy.special", "import scipy.special"),
+    ("lazy_import", "scipy-special-torch", "return x * scipy.special.expit(0.0)  # BREAK",
+     "return x * torch.special.expit(torch.as_tensor(0.0, dtype=torch.float64))  # BREAK"),
+    ("tolist_split_varlen", "split-segment-reduce", "chunks = x.split(lengths.tolist())  # BREAK",
+     "chunks_sum = x.new_zeros((lengths.shape[0],) + tuple(x.shape[1:])).index_add_(0, chunks_segment, x)"
+     "  # BREAK"),
     ("graph_break_loop", "drop-graph-break", "torch._dynamo.graph_break()  # BREAK", "pass"),
     ("deepcopy_tensor", "deepcopy-clone", "y = copy.deepcopy(x)  # BREAK", "y = x.clone()  # BREAK"),
     ("tensor_bool_loop", "extract-hatch", None,  # (difflib pairs the moved `while` with its copy)
@@ -225,3 +230,56 @@ def test_fix_all_cli_diff_reaches_a_fixed_point(project, monkeypatch):
     data = json.loads((project / "all.json").read_text())
     assert data["schema"] == "graphstitch.fixall/1" and data["verified"] and data["final"]["graphs"] == 1
     assert (project / "prog.py").read_text() == (CORPUS / "if_where_assign.py").read_text()  # --diff writes nothing
+
+
+def test_warning_is_a_side_effect_kept_by_reorderable_config_and_lost_by_ignore():
+    # warnings.warn in the compiled function: deferring it (reorderable_logging_functions)
+    # keeps the warning at run time, verified; ignoring it removes the break too, but the
+    # side-effect check now records warnings, so that candidate is refused.
+    base = census_of("warnings_warn")
+    (site,) = base.sites
+    assert (site.gb_id, site.line) == ("GB0007", 8)  # the `# BREAK` line (it also carries a noqa)
+    from graphstitch.fix.candidates import candidates
+    (cand,) = [c for c in candidates(site, str(ROOT)) if "warnings.warn" in c.label]
+    assert cand.patches.config == {"reorderable_logging_functions": ["warnings.warn"]}
+    opts = dataclasses.replace(OPTS, fresh=True, patches=cand.patches)
+    f = evaluate(site, cand, base, census_target(spec_of("warnings_warn"), opts, project_root=str(ROOT)))
+    assert f.verified and f.after.sites == 0 and f.side_effects_kept, f.why_not
+    drop = Candidate("config", "ignore", Patches(config={"ignore_logging_functions": ["warnings.warn"]}))
+    opts = dataclasses.replace(OPTS, fresh=True, patches=drop.patches)
+    f = evaluate(site, drop, base, census_target(spec_of("warnings_warn"), opts, project_root=str(ROOT)))
+    assert f.site_gone and f.side_effects_kept is False and not f.verified
+
+
+def test_scipy_special_rewrite_verifies_and_the_hoisted_import_does_not():
+    # The lazy import is traced in torch 2.13; the break is the scipy ufunc call. Its
+    # torch.special twin on float64 removes it with outputs equal to eager; hoisting the
+    # import alone leaves the site, so it is rejected.
+    base = census_of("lazy_import")
+    site, props, _ = props_of("lazy_import", base)
+    found = {}
+    for rule in ("scipy-special-torch", "hoist-import"):
+        rw = next(p for p in props if p.rule == rule)
+        found[rule] = evaluate(site, Candidate(rw.strategy, rw.label, Patches(), rw), base,
+                               census_on_copy(spec_of("lazy_import"), OPTS, str(ROOT), rw.files, 300))
+    f = found["scipy-special-torch"]
+    assert f.verified and f.after.sites == 0 and f.outputs_match, f.why_not
+    assert not found["hoist-import"].verified and not found["hoist-import"].site_gone
+
+
+def test_segment_reduce_removes_the_break_but_is_not_verified_on_invalid_fresh_sizes():
+    # The rewrite removes the break and matches eager on the factory's call, but the fresh
+    # inputs draw lengths that no longer sum to x.shape[0]: the ORIGINAL code raises there,
+    # so nothing can be proved and the rewrite is not offered as verified.
+    base = census_of("tolist_split_varlen")
+    site, props, _ = props_of("tolist_split_varlen", base)
+    rw = next(p for p in props if p.rule == "split-segment-reduce")
+    _, plus = changed(rw, CORPUS / "tolist_split_varlen.py")
+    assert "return torch.stack(chunks_sum / lengths.reshape((-1,) + (1,) * (x.dim() - 1)).to(chunks_sum.dtype))" \
+        not in plus
+    assert "return chunks_sum / lengths.reshape((-1,) + (1,) * (x.dim() - 1)).to(chunks_sum.dtype)" in plus
+    trial = census_on_copy(spec_of("tolist_split_varlen"), OPTS, str(ROOT), rw.files, 300)
+    f = evaluate(site, Candidate(rw.strategy, rw.label, Patches(), rw), base, trial)
+    assert trial.outputs_match_eager and trial.sites == [] and trial.graph_count == 1
+    assert f.site_gone and not f.verified
+    assert any("split_sizes to sum exactly" in w for w in f.why_not), f.why_not

@@ -19,6 +19,7 @@ import re
 import runpy
 import sys
 import traceback
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -333,7 +334,7 @@ def run_calls(cap: Capture, calls: Sequence[Call], opts: Options,
 
 @contextlib.contextmanager
 def _effects(out: list[str]) -> Iterator[None]:
-    """Record what the code prints to stdout and logs. The user's loggers are enabled at
+    """Record what the code prints to stdout, logs and warns. The user's loggers are enabled at
     every level meanwhile, so a dropped debug call is seen too."""
     orig, orig_enabled = logging.Logger.handle, logging.Logger.isEnabledFor
 
@@ -346,13 +347,22 @@ def _effects(out: list[str]) -> Iterator[None]:
         return orig(self, record)
     buf = io.StringIO()
     logging.Logger.handle, logging.Logger.isEnabledFor = handle, enabled  # type: ignore[method-assign]
-    try:
-        with contextlib.redirect_stdout(buf):
-            yield
-    finally:
-        logging.Logger.handle, logging.Logger.isEnabledFor = orig, orig_enabled  # type: ignore[method-assign]
-        if buf.getvalue():
-            out.append("stdout " + buf.getvalue())
+    # Warnings count too, every time ("always": the default filter shows one once per line,
+    # which would hide a dropped one); torch's and the standard library's own warnings (compile
+    # time, deprecations a rewrite removes) differ by design.
+    # Category and message only: a deferred warn (reorderable_logging_functions) is attributed
+    # to another line of the same file.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            with contextlib.redirect_stdout(buf):
+                yield
+        finally:
+            logging.Logger.handle, logging.Logger.isEnabledFor = orig, orig_enabled  # type: ignore[method-assign]
+            if buf.getvalue():
+                out.append("stdout " + buf.getvalue())
+            out.extend(f"warning {w.category.__name__} {w.message}" for w in caught
+                       if not paths.is_internal(w.filename))
 
 
 def _fresh(x: Any, gen: torch.Generator) -> Any:

@@ -70,6 +70,11 @@ def candidates(site: Site, project_root: str | None) -> list[Candidate]:
     if re.search(r"\bprint\s*\(", code):
         out.append(Candidate("config", "config reorderable_logging_functions={print}",
                              Patches(config={"reorderable_logging_functions": ["builtins.print"]})))
+    if re.search(r"\bwarnings\.warn\s*\(", code):
+        # Deferred to after the graph: the warning is still raised at run time (checked:
+        # warnings are in the side-effect check), only later than the tensor code before it.
+        out.append(Candidate("config", "config reorderable_logging_functions={warnings.warn}",
+                             Patches(config={"reorderable_logging_functions": ["warnings.warn"]})))
     if site.gb_id == "GB0291" or re.search(r"\b(log|logger|logging)\.\w+\(", code):
         used = [m for m in _LOG_METHODS if re.search(rf"\.{m}\(", code)] or list(_LOG_METHODS)
         out.append(Candidate("config", "config ignore_logging_functions={" + ", ".join(f"Logger.{m}" for m in used) + "}",

@@ -599,6 +599,73 @@ def _tolist(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
                       {ctx.path: swap(ctx, swaps)})
 
 
+def _split_by_tolist(ctx: Ctx) -> tuple[str, str, str] | None:
+    """`chunks = X.split(L.tolist())` at the site -> (chunks, X, L)."""
+    if not isinstance(ctx.stmt, cst.SimpleStatementLine) or len(ctx.stmt.body) != 1:
+        return None
+    a = ctx.stmt.body[0]
+    if not (isinstance(a, cst.Assign) and len(a.targets) == 1 and isinstance(a.targets[0].target, cst.Name)):
+        return None
+    c = a.value
+    if not (isinstance(c, cst.Call) and isinstance(c.func, cst.Attribute) and c.func.attr.value == "split"
+            and len(c.args) == 1 and c.args[0].keyword is None and not c.args[0].star):
+        return None
+    t = c.args[0].value
+    if not (isinstance(t, cst.Call) and isinstance(t.func, cst.Attribute) and t.func.attr.value == "tolist"
+            and not t.args):
+        return None
+    return a.targets[0].target.value, ctx.code(c.func.value), ctx.code(t.func.value)
+
+
+@rule("split-segment-reduce")
+def _split_segment_reduce(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
+    """`chunks = X.split(L.tolist())` whose only use is `torch.stack([c.mean(0) for c in chunks])`
+    (or `.sum(0)`) -> one index_add_ over segment ids: the same per-segment reduction with
+    no Python list of sizes (the number of segments is L's static length)."""
+    found = _split_by_tolist(ctx)
+    if found is None or ctx.func is None:
+        return
+    chunks, x, lengths = found
+    uses = [n for n in _walk(ctx.func.body) if isinstance(n, cst.Name) and n.value == chunks
+            and not isinstance(ctx.parents.get(n), cst.AssignTarget)]
+    stack = None
+    if len(uses) == 1:
+        comp_for = ctx.parents.get(uses[0])
+        comp = ctx.parents.get(comp_for) if isinstance(comp_for, cst.CompFor) else None
+        arg = ctx.parents.get(comp) if isinstance(comp, (cst.ListComp, cst.GeneratorExp)) else None
+        call = ctx.parents.get(arg) if isinstance(arg, cst.Arg) else None
+        if isinstance(call, cst.Call) and ctx.code(call.func) == "torch.stack" and len(call.args) == 1 and \
+                isinstance(comp_for, cst.CompFor) and isinstance(comp_for.target, cst.Name) and \
+                comp_for.inner_for_in is None and not comp_for.ifs and isinstance(comp, (cst.ListComp, cst.GeneratorExp)):
+            elt = comp.elt
+            if isinstance(elt, cst.Call) and isinstance(elt.func, cst.Attribute) and \
+                    isinstance(elt.func.value, cst.Name) and elt.func.value.value == comp_for.target.value and \
+                    elt.func.attr.value in ("mean", "sum") and len(elt.args) == 1 and \
+                    elt.args[0].keyword is None and ctx.code(elt.args[0].value) == "0":
+                stack = (call, elt.func.attr.value)
+    if stack is None:
+        yield Refusal("split-segment-reduce", f"`{chunks}` is used other than as torch.stack([c.mean(0) / "
+                      f"c.sum(0) for c in {chunks}]): no tensor form of the split is known for that use")
+        return
+    call, how = stack
+    seg, total = f"{chunks}_segment", f"{chunks}_sum"
+    lines = (f"{seg} = torch.repeat_interleave(torch.arange({lengths}.shape[0], device={x}.device), {lengths}, "
+             f"output_size={x}.shape[0])\n"
+             f"{total} = {x}.new_zeros(({lengths}.shape[0],) + tuple({x}.shape[1:])).index_add_(0, {seg}, {x})\n")
+    st = ctx.stmt
+    assert isinstance(st, cst.SimpleStatementLine)  # _split_by_tolist checked it
+    new = [cst.parse_statement(ln + "\n") for ln in lines.splitlines()]
+    new[0] = new[0].with_changes(leading_lines=st.leading_lines)
+    new[-1] = new[-1].with_changes(trailing_whitespace=st.trailing_whitespace)
+    expr = total if how == "sum" else \
+        f"{total} / {lengths}.reshape((-1,) + (1,) * ({x}.dim() - 1)).to({total}.dtype)"
+    swaps: dict[cst.CSTNode, object] = {ctx.stmt: cst.FlattenSentinel(new), call: cst.parse_expression(expr)}
+    yield Rewrite("split-segment-reduce", "rewrite",
+                  f"split by {lengths}.tolist() + per-chunk {how}(0) -> index_add_ over segment ids",
+                  "one scatter-add instead of a Python list of chunks (float sums may round in another order)",
+                  {ctx.path: _add_import(swap(ctx, swaps), "import torch")})
+
+
 @rule("tensor-slice")
 def _tensor_slice(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
     """`a[:, s:e] = b` / `a[:, s:s + K]` with tensor bounds -> index_copy_ / index_select."""
@@ -659,6 +726,31 @@ def _numpy_torch(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
         yield Rewrite("numpy-torch", "rewrite", "np.argsort(t.numpy()) -> torch.argsort(t, stable=True)",
                       "torch's stable sort orders ties like numpy's default only for distinct values",
                       {ctx.path: _add_import(swap(ctx, swaps), "import torch")})
+
+
+# scipy.special functions with a torch.special twin of the same name and arguments.
+_SCIPY_SPECIAL = ("expit", "logit", "erf", "erfc", "erfinv", "ndtr", "ndtri", "log_ndtr", "gammaln", "i0", "i0e",
+                  "i1", "i1e", "xlogy", "xlog1py", "entr", "sinc")
+
+
+@rule("scipy-special-torch")
+def _scipy_special_torch(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
+    """`scipy.special.f(v)` (a C ufunc Dynamo cannot trace) -> `torch.special.f` on float64
+    0-d tensors: the same double-precision value, kept as a tensor in the graph."""
+    swaps: dict[cst.CSTNode, object] = {}
+    for n in _walk(ctx.stmt):
+        if not isinstance(n, cst.Call):
+            continue
+        m = re.fullmatch(r"(?:scipy\.)?special\.(\w+)", ctx.code(n.func))
+        if not m or m.group(1) not in _SCIPY_SPECIAL or not n.args or \
+                any(a.keyword is not None or a.star for a in n.args):
+            continue
+        args = ", ".join(f"torch.as_tensor({ctx.code(a.value)}, dtype=torch.float64)" for a in n.args)
+        swaps[n] = cst.parse_expression(f"torch.special.{m.group(1)}({args})")
+    if swaps:
+        yield Rewrite("scipy-special-torch", "rewrite", "scipy.special.f(v) -> torch.special.f on float64 tensors",
+                      "the value is a 0-d float64 tensor, not a numpy float (the last bit may differ: verified "
+                      "against eager outputs)", {ctx.path: _add_import(swap(ctx, swaps), "import torch")})
 
 
 @rule("pass-sequence")
