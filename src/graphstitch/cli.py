@@ -858,9 +858,9 @@ Exit codes:
               help="Compare with the rows of an earlier sweep (JSONL): regressions and improvements per model and root cause.")
 @click.option("--gate", is_flag=True, help="With --compare: exit 1 on any regression.")
 @click.option("--fail-on-improvement", is_flag=True, help="With --gate: also exit 1 on improvements not yet recorded.")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the report as JSON (schema graphstitch.sweep/1).")
-@click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False), help="Write the report as Markdown.")
-@click.option("--html", "html_path", type=click.Path(dir_okay=False), help="Write a self-contained HTML report with sortable tables.")
+@click.option("--json", "json_path", type=OUTPUT, help="Write the report as JSON (schema graphstitch.sweep/1).")
+@click.option("--markdown", "markdown_path", type=OUTPUT, help="Write the report as Markdown.")
+@click.option("--html", "html_path", type=OUTPUT, help="Write a self-contained HTML report with sortable tables.")
 @click.option("--quiet", is_flag=True, help="No progress bar and no per-target table in the terminal.")
 @compile_options
 def sweep(sources: tuple[str, ...], only: tuple[str, ...], exclude: tuple[str, ...], modes: str, jobs: int,

@@ -102,9 +102,8 @@ class Row:
 
     @property
     def full_graph(self) -> bool:
-        """Ran, and Dynamo captured it without a break or a skipped frame."""
-        return (self.status is Status.OK and self.census is not None and not self.census.sites
-                and not self.census.skipped_frames)
+        """Ran, and the census is known clean: no break, no skipped frame, run completed."""
+        return self.status is Status.OK and self.census is not None and self.census.clean
 
 
 def slim(c: Census) -> Census:
