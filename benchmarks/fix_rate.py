@@ -49,7 +49,8 @@ def written_files(fix: Fix, report: FixReport, spec: str, root: str) -> dict[str
     if fix.rule is not None:
         from graphstitch.fix.rewrites import proposals
         site = next(s for s in report.sites if s.id == fix.site)
-        props, _ = proposals(site, root, target_file=spec.rpartition(":")[0], factory=spec.rpartition(":")[2])
+        props, _ = proposals(site, root, target_file=spec.rpartition(":")[0], factory=spec.rpartition(":")[2],
+                             sites=report.sites)
         rw = next((p for p in props if p.rule == fix.rule and p.label == fix.candidate), None)
         return rw.files if rw else None
     if fix.kind in WRITABLE_KINDS:

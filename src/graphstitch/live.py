@@ -332,10 +332,55 @@ def run_calls(cap: Capture, calls: Sequence[Call], opts: Options,
         cap.note(output_mismatch="not checked: the inputs could not be copied for an eager reference run")
 
 
+# Files written while `_effects` records (the innermost recording gets them). An audit hook
+# cannot be removed, so one is installed once and records only while a list is open here.
+_WRITES: list[list[str]] = []
+_AUDITING = False
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT
+
+
+def _audit(event: str, args: tuple[Any, ...]) -> None:
+    if event != "open" or not _WRITES:
+        return
+    path, mode, flags = args
+    writes = any(c in mode for c in "wax+") if isinstance(mode, str) else bool((flags or 0) & _WRITE_FLAGS)
+    if writes and isinstance(path, (str, bytes, os.PathLike)):
+        name = os.fsdecode(path)
+        if not name.endswith(".pyc") and "torchinductor" not in name:  # imports and compile caches, not the code's
+            _WRITES[-1].append(f"file {os.path.basename(name)} {mode if isinstance(mode, str) else 'os.open'}")
+
+
+@contextlib.contextmanager
+def _file_writes(out: list[str]) -> Iterator[None]:
+    """Record the files the code writes (base names, in order): `open`/`os.open` through an
+    audit hook, and `torch.save`, whose C++ writer opens its file without one."""
+    global _AUDITING
+    if not _AUDITING:
+        sys.addaudithook(_audit)
+        _AUDITING = True
+    ser = torch.serialization
+    orig = getattr(ser, "_open_zipfile_writer", None)   # torch internal: recorded only where it exists
+
+    def zip_writer(f: Any) -> Any:
+        if isinstance(f, (str, bytes, os.PathLike)) and _WRITES:
+            _WRITES[-1].append(f"torch.save {os.path.basename(os.fsdecode(f))}")
+        assert orig is not None
+        return orig(f)
+    _WRITES.append(out)
+    if orig is not None:
+        setattr(ser, "_open_zipfile_writer", zip_writer)  # noqa: B010 - a torch internal, typed differently
+    try:
+        yield
+    finally:
+        _WRITES.pop()
+        if orig is not None:
+            setattr(ser, "_open_zipfile_writer", orig)  # noqa: B010
+
+
 @contextlib.contextmanager
 def _effects(out: list[str]) -> Iterator[None]:
-    """Record what the code prints to stdout, logs and warns. The user's loggers are enabled at
-    every level meanwhile, so a dropped debug call is seen too."""
+    """Record what the code prints to stdout, logs, warns and writes to files. The user's
+    loggers are enabled at every level meanwhile, so a dropped debug call is seen too."""
     orig, orig_enabled = logging.Logger.handle, logging.Logger.isEnabledFor
 
     def enabled(self: logging.Logger, level: int) -> bool:
@@ -355,7 +400,7 @@ def _effects(out: list[str]) -> Iterator[None]:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            with contextlib.redirect_stdout(buf):
+            with contextlib.redirect_stdout(buf), _file_writes(out):
                 yield
         finally:
             logging.Logger.handle, logging.Logger.isEnabledFor = orig, orig_enabled  # type: ignore[method-assign]
@@ -366,7 +411,7 @@ def _effects(out: list[str]) -> Iterator[None]:
 
 
 def _fresh(x: Any, gen: torch.Generator) -> Any:
-    """Same structure, shapes and dtypes, new random values (ints stay in the seen range)."""
+    """Same structure, shapes and dtypes, new random values (ints: the seen values, shuffled)."""
     if isinstance(x, torch.Tensor):
         if x.dtype.is_floating_point or x.dtype.is_complex:
             return torch.randn(x.shape, generator=gen, dtype=x.dtype).to(x.device)
@@ -374,8 +419,11 @@ def _fresh(x: Any, gen: torch.Generator) -> Any:
             return (torch.rand(x.shape, generator=gen) > 0.5).to(x.device)
         if x.numel() == 0:
             return x.clone()
-        lo, hi = int(x.min()), int(x.max())
-        return torch.randint(lo, hi + 1, x.shape, generator=gen, dtype=x.dtype).to(x.device)
+        # A shuffle of the seen values: lengths still sum to the same total, labels keep their
+        # classes, indices stay valid (random ints in the seen range broke such preconditions,
+        # so the original code raised and nothing could be proved).
+        flat = x.flatten()
+        return flat[torch.randperm(flat.numel(), generator=gen).to(x.device)].reshape(x.shape)
     if isinstance(x, (list, tuple)) and not hasattr(x, "_fields"):
         return type(x)(_fresh(v, gen) for v in x)
     if isinstance(x, Iterator):  # a generator/iterator argument: fresh items, same kind of input

@@ -22,4 +22,4 @@ def target():
 
 
 EXPECT = ('extract: autograd.grad moved into a nonstrict_trace helper verifies; the second site (requires_grad_'
-          ' on an intermediate) has no verified fix')
+          ' on an intermediate) gets a region split (the enable_grad block runs eagerly)')

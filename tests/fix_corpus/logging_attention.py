@@ -18,4 +18,5 @@ def target():
     return [(attention, (q, k, v), {})]
 
 
-EXPECT = 'none: every candidate loses the log record at run time'
+EXPECT = ('rewrite: logger.debug -> a module-level function registered in reorderable_logging_functions; the '
+          'record is still emitted on every call')

@@ -17,4 +17,4 @@ def target():
     return [(Matcher(), (torch.randn(5, 3), torch.rand(5, 4), torch.rand(3, 4)), {})]
 
 
-EXPECT = 'none: scipy on CPU values returning numpy arrays; no verified hatch'
+EXPECT = 'split: the scipy call runs eagerly between the compiled cost and the compiled gather'

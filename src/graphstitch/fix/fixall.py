@@ -97,7 +97,8 @@ def fix_all(spec: str, opts: Options, *, jobs: int = 2, timeout: float | None = 
         for s in cur.sites:
             if str(s.id) in hopeless:
                 continue
-            props, refused = proposals(s, root, target_file=tfile, factory=factory, overlay=overlay)
+            props, refused = proposals(s, root, target_file=tfile, factory=factory, overlay=overlay,
+                                       sites=cur.sites)
             if not props:
                 hopeless[str(s.id)] = "; ".join(r.reason for r in refused) or "no rewrite rule matches"
             pairs += [(s, Candidate(p.strategy, p.label, Patches(), p)) for p in props]

@@ -42,7 +42,7 @@ def planned_files(fix: Fix, report: FixReport, spec: str, root: str) -> dict[str
         site = next((s for s in report.sites if s.id == fix.site), None)
         if site is None:
             raise LookupError(f"the census has no site {fix.label}")
-        props, _ = proposals(site, root, target_file=tfile, factory=spec.rpartition(":")[2])
+        props, _ = proposals(site, root, target_file=tfile, factory=spec.rpartition(":")[2], sites=report.sites)
         rw = next((p for p in props if p.rule == fix.rule and p.label == fix.candidate), None)
         if rw is None:
             raise LookupError(f"the rewrite {fix.candidate!r} no longer applies to {short_path(site.file)}")

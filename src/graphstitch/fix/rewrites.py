@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from ..model import Site
-from ..paths import in_project, is_library
+from ..model import Site, StackEntry
+from ..paths import in_project, is_library, is_torch_file_path
 
 STRATEGY_RANK = {"rewrite": 0, "extract": 1, "hatch": 1, "split": 2, "config": 3}
 
@@ -132,9 +132,10 @@ def site_path(site: Site, root: str | None) -> tuple[str | None, str | None]:
 
 
 def proposals(site: Site, root: str | None, *, target_file: str | None = None, factory: str | None = None,
-              overlay: dict[str, str] | None = None) -> tuple[list[Rewrite], list[Refusal]]:
+              overlay: dict[str, str] | None = None, sites: Sequence[Site] = ()) -> tuple[list[Rewrite], list[Refusal]]:
     """Every rewrite the rules propose for this site, and the rules that refused (why).
-    ``overlay`` (path -> text) stands for files already patched (`fix --all`)."""
+    ``overlay`` (path -> text) stands for files already patched (`fix --all`); ``sites`` are
+    the census's other sites (a region split keeps those of the same entry in its gap)."""
     path, why = site_path(site, root)
     if path is None:
         return [], [Refusal("any", why or "no file")]
@@ -155,7 +156,7 @@ def proposals(site: Site, root: str | None, *, target_file: str | None = None, f
               func if isinstance(func, cst.FunctionDef) else None, target_file, factory, overlay or {})
     out: list[Rewrite] = []
     refused: list[Refusal] = []
-    for name, fn in _RULES:
+    for name, fn in [*_RULES, ("region-split", lambda _: _region_split(site, sites, root, overlay))]:
         for r in fn(ctx):
             if isinstance(r, Refusal):
                 refused.append(r)
@@ -481,6 +482,62 @@ def _print_hop(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
             yield Rewrite("print-hop", "rewrite", "print -> torch._higher_order_ops.print (printed at run time, in the graph)",
                           "the text is formatted at run time by the print op; verified identical to eager",
                           {ctx.path: _add_import(swap(ctx, {s: new}), "import torch")})
+
+
+_LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+_NOT_TENSOR = re.compile(r"^(tuple|list|len|repr|str|dict|set)\(|\.(shape|dtype|device|size\(\))$")
+
+
+@rule("log-reorder")
+def _log_reorder(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
+    """``logger.debug(fmt, ...)`` on a module-level logger -> a module-level function that
+    Dynamo may defer past the graph (torch 2.13 reorders only plain functions registered in
+    ``reorderable_logging_functions``, with tensor, constant or string arguments). The record
+    is still emitted on every call; arguments that are neither (``tuple(t.shape)``) are
+    formatted by ``str()`` first where the format says ``%s`` (the same text)."""
+    calls = [s for s in _small(ctx.stmt) if isinstance(s, cst.Expr) and isinstance(s.value, cst.Call)
+             and isinstance(s.value.func, cst.Attribute) and isinstance(s.value.func.value, cst.Name)
+             and s.value.func.attr.value in _LOG_LEVELS]
+    if not calls:
+        return
+    expr = calls[0]
+    call = expr.value
+    assert isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and isinstance(call.func.value, cst.Name)
+    logger, level = call.func.value.value, call.func.attr.value
+    made = next((st for st in ctx.module.body if isinstance(st, cst.SimpleStatementLine)
+                 and any(isinstance(a, cst.Assign) and any(isinstance(t.target, cst.Name) and t.target.value == logger
+                                                           for t in a.targets)
+                         and "getLogger(" in ctx.code(a.value) for a in st.body)), None)
+    if made is None:
+        yield Refusal("log-reorder", f"`{logger}` is not a module-level logging.getLogger(...) in this file")
+        return
+    if any(a.keyword or a.star for a in call.args) or not call.args:
+        yield Refusal("log-reorder", "a log call with keywords (exc_info=, stacklevel=, extra=) or *args is not "
+                      "reorderable; not rewritten")
+        return
+    fmt = call.args[0].value
+    specs = re.findall(r"%[-#0 +]*\d*(?:\.\d+)?([a-zA-Z%])", ast.literal_eval(fmt.value)) \
+        if isinstance(fmt, cst.SimpleString) else []
+    specs = [c for c in specs if c != "%"]
+    args = [ctx.code(fmt)]
+    for i, a in enumerate(call.args[1:]):
+        code = ctx.code(a.value)
+        args.append(f"str({code})" if i < len(specs) and specs[i] == "s" and _NOT_TENSOR.search(code) else code)
+    taken = {n.value for n in _walk(ctx.module) if isinstance(n, cst.Name)}
+    name = f"_{logger}_{level}"
+    while name in taken:
+        name += "_"
+    helper = (f"\n\ndef {name}(*args):  # graphstitch fix: a plain function Dynamo defers past the graph\n"
+              f"    {logger}.{level}(*args, stacklevel=2)\n\n\n"
+              f"torch._dynamo.config.reorderable_logging_functions.add({name})\n")
+    helper_stmts = list(cst.parse_module(helper).body)
+    helper_stmts[0] = helper_stmts[0].with_changes(leading_lines=[cst.EmptyLine(indent=False)] * 2)
+    new_call = expr.with_changes(value=cst.parse_expression(f"{name}({', '.join(args)})"))
+    code = swap(ctx, {expr: new_call, made: lambda upd: cst.FlattenSentinel([upd, *helper_stmts])})
+    yield Rewrite("log-reorder", "rewrite", f"{logger}.{level}(...) -> {name}(...), deferred by Dynamo past the graph",
+                  "the record is emitted after the graph runs, not between its ops; the module registers "
+                  f"{name} in torch._dynamo.config.reorderable_logging_functions",
+                  {ctx.path: _add_import(re.sub(r"\n{4,}", "\n\n\n", code), "import torch")})
 
 
 _FUNCOL = "import torch.distributed._functional_collectives as funcol"
@@ -857,27 +914,20 @@ def _extract_hatch(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
                    for ln in _dedent(body_code).splitlines())
     if loops or io:
         if not outputs or any(o not in inputs for o in outputs):
-            if io and not outputs:
-                # Region split: the I/O runs eagerly between two compiled regions, explicitly.
-                helper = (f"@torch.compiler.disable  # graphstitch fix: runs eagerly, between two compiled regions\n"
-                          f"def {name}({args}):\n{body}")
-                call = f"{name}({args})\n"
-                yield _extract(ctx, name, helper, call, "split", "I/O moved into an eager helper (region split)",
-                               "the eager gap stays, now explicit: two graphs around one disabled call")
-            return
+            return  # I/O with no tensor result: a region split (rule below), never a hatch
         fake_of = outputs[0]
         helper = (f"@torch._dynamo.decorators.leaf_function  # graphstitch fix: runs eagerly, opaque to the compiler\n"
                   f"def {name}({args}):\n{body}{indent}return {ret}\n\n\n"
                   f"@{name}.register_fake\ndef _{name}_fake({args}):\n{indent}return torch.empty_like({fake_of})\n")
         call = f"{ret} = {name}({args})\n"
-        yield _extract(ctx, name, helper, call, "extract", f"statements moved into {name}() under leaf_function",
+        yield _extract(ctx, name, helper, call, f"statements moved into {name}() under leaf_function",
                        "runs eagerly once per call; the fake says the output is shaped like the input")
         return
     if not outputs:
         return
     helper = f"@torch._dynamo.nonstrict_trace  # graphstitch fix\ndef {name}({args}):\n{body}{indent}return {ret}\n"
     call = f"{ret} = {name}({args})\n"
-    yield _extract(ctx, name, helper, call, "extract", f"statement moved into {name}() under nonstrict_trace",
+    yield _extract(ctx, name, helper, call, f"statement moved into {name}() under nonstrict_trace",
                    "not traced by Dynamo (traced by AOT); inputs/outputs must be tensors and constants")
 
 
@@ -888,7 +938,7 @@ def _dedent(code: str) -> str:
     return "\n".join(ln[cut:] for ln in lines)
 
 
-def _extract(ctx: Ctx, name: str, helper: str, call: str, strategy: str, label: str, tradeoff: str) -> Rewrite:
+def _extract(ctx: Ctx, name: str, helper: str, call: str, label: str, tradeoff: str) -> Rewrite:
     assert ctx.func is not None
     new_call = cst.parse_statement(call)
     if isinstance(ctx.stmt, cst.SimpleStatementLine) and isinstance(new_call, cst.SimpleStatementLine):
@@ -900,5 +950,210 @@ def _extract(ctx: Ctx, name: str, helper: str, call: str, strategy: str, label: 
                     for i, s in enumerate(helper_mod.body)]
     code = swap(ctx, {ctx.stmt: new_call, top: lambda upd: cst.FlattenSentinel([*helper_stmts, upd])})
     code = re.sub(r"\n{4,}", "\n\n\n", code)
-    return Rewrite("extract-hatch" if strategy == "extract" else "region-split", strategy, label, tradeoff,
-                   {ctx.path: _add_import(code, "import torch")})
+    return Rewrite("extract-hatch", "extract", label, tradeoff, {ctx.path: _add_import(code, "import torch")})
+
+
+# ------------------------------------------------------------------------- region split
+
+def user_frames(site: Site) -> list[StackEntry]:
+    """The site's stack without torch's own frames, outermost first: the compiled entry is
+    ``[len - nesting_depth]``, the site's own frame the last."""
+    return [fr for fr in site.stack if not is_torch_file_path(fr.file)
+            and fr.function not in ("_call_impl", "_wrapped_call_impl")]
+
+
+def _region_split(site: Site, sites: Sequence[Site], root: str | None,
+                  overlay: dict[str, str] | None) -> Iterator[Rewrite | Refusal]:
+    """Strategy 3, the docs' g/h restructure: the compiled entry (a module's ``forward``)
+    becomes eager glue under ``torch.compiler.disable(recursive=False)``; the statements
+    before the break and after it move into methods Dynamo compiles as their own frames, and
+    the break's statements into a ``torch.compiler.disable`` method between them. The eager
+    gap stays, now explicit, with no break event. Neighbouring top-level statements that hold
+    other sites of the same entry join the gap (they would break in a compiled part)."""
+    frames = user_frames(site)
+    i = len(frames) - site.nesting_depth
+    if not 0 <= i < len(frames):
+        return
+    entry = frames[i]
+    if not in_project(entry.file, root) or is_library(entry.file) or not os.path.isfile(entry.file):
+        return
+    source = _read(entry.file, overlay)
+    try:
+        wrapper = MetadataWrapper(cst.parse_module(source))
+    except cst.ParserSyntaxError:
+        return
+    idx = _Index()
+    wrapper.visit(idx)
+    func = next((n for n, ln in idx.pos.items() if isinstance(n, cst.FunctionDef) and n.name.value == entry.function
+                 and ln <= entry.line and isinstance(n.body, cst.IndentedBlock) and _contains_line(n, entry.line, idx.pos)), None)
+    if func is None or not isinstance(func.body, cst.IndentedBlock):
+        return
+    cls = idx.parents.get(idx.parents.get(func, func), None)
+    if entry.function != "forward" or not isinstance(cls, cst.ClassDef):
+        if _IO_CALLS.search(site.code or ""):
+            yield Refusal("region-split", f"the compiled entry {entry.function}() is a function: torch.compile(fn) "
+                          "traces through a disable() on fn itself, so the split belongs where you call "
+                          "torch.compile (compile the parts before and after the I/O, not the whole function)")
+        return
+    if func.decorators:
+        yield Refusal("region-split", f"{cls.name.value}.forward already has decorators; not splitting it")
+        return
+    body = list(func.body.body)
+    lines = {fr.line for s in sites for fr in user_frames(s)[len(user_frames(s)) - s.nesting_depth:][:1]
+             if fr.file == entry.file and fr.function == entry.function} | {entry.line}
+    holds = [any(_contains_line(st, ln, idx.pos) for ln in lines) for st in body]
+    k = holds.index(True) if True in holds else -1
+    if k < 0:
+        return
+    j = k
+    while j + 1 < len(body) and holds[j + 1]:
+        j += 1
+    params = [p.name.value for p in func.params.params]
+
+    def build(j: int) -> Rewrite | Refusal:
+        before, gap, after = body[:k], body[k:j + 1], body[j + 1:]
+        if any(_returns(st) for st in before + gap):
+            return Refusal("region-split", "a statement before or at the break returns; forward cannot be split there")
+        if not _computes(before) and not _computes(after):
+            return Refusal("region-split", "nothing before or after the break computes: the whole forward would run "
+                           "eagerly")
+        self_name = params[0]
+        bound_before = _bound(before)
+        reads_gap, reads_after = _reads(gap, idx.parents), _reads(after, idx.parents)
+        taken = {n.name.value for n in cls.body.body if isinstance(n, cst.FunctionDef)}
+
+        def method(stem: str) -> str:
+            name, n = f"_forward_{stem}", 2
+            while name in taken:
+                name, n = f"_forward_{stem}{n}", n + 1
+            return name
+
+        def order(names: set[str], stmts: list[cst.BaseStatement]) -> list[str]:
+            """forward's parameters in signature order, then locals as they first appear."""
+            seen = [n.value for st in stmts for n in _walk(st) if isinstance(n, cst.Name)]
+            mine = [n for n in dict.fromkeys(seen) if n in names and n != self_name]
+            return sorted(mine, key=lambda n: (params.index(n) if n in params else len(params) + mine.index(n)))
+
+        def helper(name: str, ins: list[str], stmts: list[cst.BaseStatement], outs: list[str] | None,
+                   deco: str | None) -> cst.FunctionDef:
+            ret = [] if outs is None or not outs else [cst.parse_statement(f"return {', '.join(outs)}\n")]
+            first = stmts[0].with_changes(leading_lines=[]) if stmts else None
+            fn = cst.parse_statement(f"def {name}({', '.join([self_name, *ins])}):\n    pass\n")
+            assert isinstance(fn, cst.FunctionDef)
+            decorators = [cst.Decorator(cst.parse_expression(deco))] if deco else []
+            return fn.with_changes(body=cst.IndentedBlock(body=[first, *stmts[1:], *ret] if first else ret),
+                                   decorators=decorators, leading_lines=[cst.EmptyLine(indent=False)])
+
+        glue: list[cst.BaseStatement] = []
+        new_methods: list[cst.FunctionDef] = []
+
+        def call(name: str, ins: list[str], outs: list[str], ret: bool = False) -> None:
+            head = "return " if ret else (f"{', '.join(outs)} = " if outs else "")
+            glue.append(cst.parse_statement(f"{head}{self_name}.{name}({', '.join(ins)})\n"))
+            taken.add(name)
+
+        if before:
+            name = method("before")
+            ins = order(set(params), before)
+            outs = order(bound_before & (reads_gap | reads_after), before)
+            new_methods.append(helper(name, ins, before, outs, None))
+            call(name, ins, outs)
+        name = method("eager")
+        ins = order(set(params) | bound_before, gap)
+        outs = order(_bound(gap) & reads_after, gap)
+        new_methods.append(helper(name, ins, gap, outs,
+                                  "torch.compiler.disable  # graphstitch fix: runs eagerly, between the compiled parts"))
+        call(name, ins, outs)
+        if after:
+            if _computes(after):
+                name = method("after")
+                ins = order(set(params) | bound_before | _bound(gap), after)
+                new_methods.append(helper(name, ins, after, None, None))
+                call(name, ins, [], ret=True)
+            else:
+                glue += [st.with_changes(leading_lines=[]) if isinstance(st, cst.SimpleStatementLine) else st
+                         for st in after]
+        deco = cst.Decorator(cst.parse_expression("torch.compiler.disable(recursive=False)"),
+                             trailing_whitespace=cst.TrailingWhitespace(
+                                 whitespace=cst.SimpleWhitespace("  "),
+                                 comment=cst.Comment("# graphstitch fix: region split, these lines run eagerly")))
+        new_func = func.with_changes(decorators=[deco], body=func.body.with_changes(body=glue))
+        code = swap_in(wrapper.module, {func: lambda upd: cst.FlattenSentinel([new_func, *new_methods])})
+        gap_lines = f"{idx.pos[gap[0]]}" + (f"–{idx.pos[gap[-1]]}" if len(gap) > 1 else "")
+        return Rewrite("region-split", "split",
+                      f"region split: {cls.name.value}.forward runs line {gap_lines} eagerly, the rest compiles "
+                      "in separate methods",
+                      "the eager gap stays, explicit: no break event, one graph per compiled part",
+                      {entry.file: _add_import(code, "import torch")})
+
+    first = build(j)
+    yield first
+    # The statement after the gap reads what the gap made (a PackedSequence, numpy arrays):
+    # it may break in a compiled part too, so the gap one statement longer is tried as well.
+    if isinstance(first, Rewrite) and j + 2 < len(body) \
+            and _bound(body[k:j + 1]) & _reads([body[j + 1]], idx.parents):
+        longer = build(j + 1)
+        if isinstance(longer, Rewrite):
+            yield longer
+
+
+def swap_in(module: cst.Module, swaps: dict[cst.CSTNode, object]) -> str:
+    return module.visit(_Swap(swaps)).code
+
+
+def _contains_line(node: cst.CSTNode, line: int, pos: dict[cst.CSTNode, int]) -> bool:
+    lines = [ln for n in _walk(node) if (ln := pos.get(n)) is not None]
+    return bool(lines) and min(lines) <= line <= max(lines)
+
+
+def _returns(st: cst.CSTNode) -> bool:
+    return any(isinstance(n, (cst.Return, cst.Yield)) for n in _walk_no_defs(st))
+
+
+def _walk_no_defs(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    yield node
+    for c in node.children:
+        if not isinstance(c, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+            yield from _walk_no_defs(c)
+
+
+def _computes(stmts: Sequence[cst.BaseStatement]) -> bool:
+    """Anything beyond returning names: a call, arithmetic, indexing."""
+    return any(isinstance(n, (cst.Call, cst.BinaryOperation, cst.Subscript, cst.UnaryOperation, cst.Comparison))
+               for st in stmts for n in _walk(st))
+
+
+def _bound(stmts: Sequence[cst.CSTNode]) -> set[str]:
+    """Names the statements bind in the function's scope (not in nested defs or comprehensions)."""
+    out: set[str] = set()
+
+    def targets(t: cst.CSTNode) -> None:
+        if isinstance(t, cst.Name):
+            out.add(t.value)
+        elif isinstance(t, (cst.Tuple, cst.List)):
+            for el in t.elements:
+                targets(el.value)
+        elif isinstance(t, cst.StarredElement):
+            targets(t.value)
+
+    for st in stmts:
+        for n in _walk_no_defs(st):
+            if isinstance(n, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.NamedExpr, cst.For)):
+                targets(n.target)
+            elif isinstance(n, cst.AsName):
+                targets(n.name)
+    return out
+
+
+def _reads(stmts: Sequence[cst.CSTNode], parents: dict[cst.CSTNode, cst.CSTNode]) -> set[str]:
+    """Names the statements mention as values (not attribute names or keyword names)."""
+    out = set()
+    for st in stmts:
+        for n in _walk(st):
+            if not isinstance(n, cst.Name):
+                continue
+            p = parents.get(n)
+            if isinstance(p, cst.Attribute) and p.attr is n or isinstance(p, cst.Arg) and p.keyword is n:
+                continue
+            out.add(n.value)
+    return out

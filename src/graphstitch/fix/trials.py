@@ -210,7 +210,7 @@ def _run_fix(spec: str, opts: Options, jobs: int, timeout: float | None, only: C
     factory = spec.rpartition(":")[2]
     rewrites: list[tuple[Site, Candidate]] = []
     for s in sites:
-        props, refused = proposals(s, root, target_file=tfile, factory=factory)
+        props, refused = proposals(s, root, target_file=tfile, factory=factory, sites=base.sites)
         base.refused += [Refused(s.id, r.rule, r.reason) for r in refused]
         rewrites += [(s, Candidate(p.strategy, p.label, Patches(), p)) for p in props]
     rewrites = [(s, c) for s, c in rewrites if kinds is None or c.kind in kinds]
