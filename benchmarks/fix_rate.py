@@ -55,7 +55,7 @@ def written_files(fix: Fix, report: FixReport, spec: str, root: str) -> dict[str
         return rw.files if rw else None
     if fix.kind in WRITABLE_KINDS:
         try:
-            path, _, new = plan_patch(fix, spec.rpartition(":")[0], root)
+            path, _, new = plan_patch(fix.patches, fix.wrapped, spec.rpartition(":")[0], root)
         except (LookupError, OSError, SyntaxError):
             return None
         return {path: new}

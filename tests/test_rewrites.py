@@ -47,7 +47,8 @@ def props_of(name: str, census=None):
     c = census or census_of(name)
     # the first site on the marked line (a `with` line can be two: the context manager and its call)
     site = next(s for s in c.sites if s.line == marked_line(CORPUS / f"{name}.py", "BREAK"))
-    props, refused = proposals(site, str(ROOT), target_file=str(CORPUS / f"{name}.py"), factory="target")
+    props, refused = proposals(site, str(ROOT), target_file=str(CORPUS / f"{name}.py"), factory="target",
+                               sites=c.sites)
     return site, props, refused
 
 
@@ -95,8 +96,14 @@ FAMILIES = [
     ("deepcopy_tensor", "deepcopy-clone", "y = copy.deepcopy(x)  # BREAK", "y = x.clone()  # BREAK"),
     ("tensor_bool_loop", "extract-hatch", None,  # (difflib pairs the moved `while` with its copy)
      "@torch._dynamo.decorators.leaf_function  # graphstitch fix: runs eagerly, opaque to the compiler"),
-    ("file_write_forward", "region-split", 'f.write("debug\\n")',
-     "@torch.compiler.disable  # graphstitch fix: runs eagerly, between two compiled regions"),
+    ("save_in_hook", "region-split", None,
+     "@torch.compiler.disable(recursive=False)  # graphstitch fix: region split, these lines run eagerly"),
+    ("file_write_forward", "io-defer", None, "torch._dynamo.config.reorderable_logging_functions.add(_fn_io)"),
+    ("unique_prototypes", "unique-segment-reduce",
+     "protos = torch.stack([x[labels == c].mean(0) for c in labels.unique()])  # BREAK",
+     "protos_classes, protos_segment = labels.unique(return_inverse=True)"),
+    ("logging_attention", "log-reorder", 'logger.debug("attention scores %s", tuple(scores.shape))  # BREAK',
+     '_logger_debug("attention scores %s", str(tuple(scores.shape)))  # BREAK'),
 ]
 
 
@@ -232,6 +239,47 @@ def test_fix_all_cli_diff_reaches_a_fixed_point(project, monkeypatch):
     assert (project / "prog.py").read_text() == (CORPUS / "if_where_assign.py").read_text()  # --diff writes nothing
 
 
+MIXED = """import warnings
+
+import torch
+
+
+def fn(x):
+    y = x.sum()
+    if y > 0:  # WHERE
+        z = x * 2
+    else:
+        z = -x
+    warnings.warn("fn is deprecated", stacklevel=1)  # WARN
+    return z
+
+
+def target():
+    torch.manual_seed(0)
+    return [(fn, (torch.randn(4),), {})]
+"""
+
+
+def test_fix_all_writes_a_config_flag_where_no_rewrite_applies(tmp_path, monkeypatch):
+    # Two sites: the data-dependent `if` gets its torch.where rewrite; the warnings.warn has
+    # no rewrite rule, so `--all` writes its verified config flag as a source line. The
+    # combined patch is re-checked from the pristine file.
+    from graphstitch.fix.fixall import fix_all
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'p'\n")
+    prog = tmp_path / "prog.py"
+    prog.write_text(MIXED)
+    monkeypatch.chdir(tmp_path)
+    result, files = fix_all("prog.py:target", OPTS, jobs=2, timeout=300, project_root=str(tmp_path))
+    # (a step's line is in the text it was applied to: the rewrite goes first and shortens the file)
+    steps = [(st.strategy, st.label) for st in result.steps]
+    assert steps == [("rewrite", f"GB0170 prog.py:{marked_line(prog, 'WHERE')}"),
+                     ("config", f"GB0007 prog.py:{marked_line(prog, 'WARN') - 3}")], result.remaining
+    assert result.verified and result.final.sites == 0 and result.remaining == [], result.why_not
+    assert "+torch._dynamo.config.reorderable_logging_functions = {warnings.warn}  # graphstitch fix" in result.patch
+    assert "+    z = torch.where(y > 0, x * 2, -x)" in result.patch
+    assert prog.read_text() == MIXED   # nothing written without --apply
+
+
 def test_warning_is_a_side_effect_kept_by_reorderable_config_and_lost_by_ignore():
     # warnings.warn in the compiled function: deferring it (reorderable_logging_functions)
     # keeps the warning at run time, verified; ignoring it removes the break too, but the
@@ -267,10 +315,10 @@ def test_scipy_special_rewrite_verifies_and_the_hoisted_import_does_not():
     assert not found["hoist-import"].verified and not found["hoist-import"].site_gone
 
 
-def test_segment_reduce_removes_the_break_but_is_not_verified_on_invalid_fresh_sizes():
-    # The rewrite removes the break and matches eager on the factory's call, but the fresh
-    # inputs draw lengths that no longer sum to x.shape[0]: the ORIGINAL code raises there,
-    # so nothing can be proved and the rewrite is not offered as verified.
+def test_segment_reduce_verifies_on_fresh_lengths_that_keep_their_sum():
+    # Fresh integer inputs are a shuffle of the seen values, so fresh lengths still sum to
+    # x.shape[0] (random ints in the seen range did not, the ORIGINAL code raised there and
+    # nothing could be proved): the index_add_ rewrite is checked on them and verifies.
     base = census_of("tolist_split_varlen")
     site, props, _ = props_of("tolist_split_varlen", base)
     rw = next(p for p in props if p.rule == "split-segment-reduce")
@@ -281,5 +329,113 @@ def test_segment_reduce_removes_the_break_but_is_not_verified_on_invalid_fresh_s
     trial = census_on_copy(spec_of("tolist_split_varlen"), OPTS, str(ROOT), rw.files, 300)
     f = evaluate(site, Candidate(rw.strategy, rw.label, Patches(), rw), base, trial)
     assert trial.outputs_match_eager and trial.sites == [] and trial.graph_count == 1
-    assert f.site_gone and not f.verified
-    assert any("split_sizes to sum exactly" in w for w in f.why_not), f.why_not
+    assert trial.checks.fresh_outputs_match is True and trial.checks.fresh_error is None
+    assert f.verified, f.why_not
+
+
+def _trial(name: str, rw: Rewrite, base):
+    site = next(s for s in base.sites if s.line == marked_line(CORPUS / f"{name}.py", "BREAK"))
+    trial = census_on_copy(spec_of(name), OPTS, str(ROOT), rw.files, 300)
+    return evaluate(site, Candidate(rw.strategy, rw.label, Patches(), rw), base, trial), trial
+
+
+def test_region_split_verifies_and_one_that_drops_the_file_write_is_refused():
+    # save_in_hook: torch.save (GB0007, three levels deep) in the compiled Net.forward. The
+    # split makes forward eager glue; the save runs in a disabled method between the two
+    # compiled parts. The side-effect check records files written (torch.save's C++ writer
+    # included), so the same split without the save call is refused although outputs match.
+    base = census_of("save_in_hook")
+    (site,) = base.sites
+    assert (site.gb_id, site.line, site.nesting_depth) == ("GB0007", marked_line(CORPUS / "save_in_hook.py", "BREAK"), 3)
+    _, props, _ = props_of("save_in_hook", base)
+    rw = next(p for p in props if p.rule == "region-split")
+    assert rw.strategy == "split" and "Net.forward runs line 22 eagerly" in rw.label
+    _, plus = changed(rw, CORPUS / "save_in_hook.py")
+    assert plus[:4] == ["@torch.compiler.disable(recursive=False)  # graphstitch fix: region split, these lines run "
+                        "eagerly", "h = self._forward_before(x)", "self._forward_eager(h)",
+                        "return self._forward_after(h)"]
+    f, trial = _trial("save_in_hook", rw, base)
+    assert f.verified and trial.sites == [] and trial.break_events == 0 and f.side_effects_kept, f.why_not
+    path = str(CORPUS / "save_in_hook.py")
+    silent = dataclasses.replace(rw, files={path: rw.files[path].replace("        self.dump(h)\n", "        pass\n")})
+    f, trial = _trial("save_in_hook", silent, base)
+    assert f.site_gone and f.outputs_match and f.side_effects_kept is False and not f.verified
+    assert trial.checks.side_effects and trial.checks.side_effects.eager == ["torch.save act.pt"]
+
+
+def test_region_split_grows_over_the_statement_the_gap_feeds():
+    # packed_rnn: both sites (pack_padded_sequence GB0007, the GRU on a PackedSequence GB0014)
+    # are in the gap. With only them eager, pad_packed_sequence breaks in the compiled part
+    # (a new site, hidden before because Dynamo skipped the whole frame): refused. The gap one
+    # statement longer verifies; the reduction compiles.
+    base = census_of("packed_rnn")
+    assert sorted((s.gb_id, s.line) for s in base.sites) == [("GB0007", 12), ("GB0014", 13)]
+    _, props, _ = props_of("packed_rnn", base)
+    splits = {p.label.split(" runs line ")[1].split(" ")[0]: p for p in props if p.rule == "region-split"}
+    assert sorted(splits) == ["12–13", "12–14"]
+    short, _ = _trial("packed_rnn", splits["12–13"], base)
+    assert not short.verified and short.new_sites == ["GB0007 tests/fix_corpus/packed_rnn.py:14"], short.why_not
+    long, trial = _trial("packed_rnn", splits["12–14"], base)
+    assert long.verified and trial.graph_count == 1 and trial.sites == [], long.why_not
+
+
+def test_io_defer_verifies_and_one_that_drops_the_write_is_refused():
+    # file_write_forward: `with open(LOG, "a")` in the compiled function (GB0142 and GB0059
+    # on one line). Moved into a module-level function Dynamo defers past the graph, the
+    # file is still appended on every call (the side-effect check records writes through an
+    # audit hook); the same patch with an empty function is refused.
+    base = census_of("file_write_forward")
+    line = marked_line(CORPUS / "file_write_forward.py", "BREAK")
+    assert sorted((s.gb_id, s.line) for s in base.sites) == [("GB0059", line), ("GB0142", line)]
+    _, props, _ = props_of("file_write_forward", base)
+    rw = next(p for p in props if p.rule == "io-defer")
+    assert rw.strategy == "split"
+    f, trial = _trial("file_write_forward", rw, base)
+    assert f.verified and trial.sites == [] and trial.graph_count == 1, f.why_not
+    path = str(CORPUS / "file_write_forward.py")
+    empty = dataclasses.replace(rw, files={path: rw.files[path].replace(
+        '    with open(LOG, "a") as f:  # BREAK\n        f.write("debug\\n")\n', "    pass\n")})
+    assert empty.files[path] != rw.files[path]
+    f, trial = _trial("file_write_forward", empty, base)
+    assert f.site_gone and f.outputs_match and f.side_effects_kept is False and not f.verified
+    assert trial.checks.side_effects and trial.checks.side_effects.eager == ["file debug.log a"]
+
+
+def test_region_split_is_refused_for_a_function_entry():
+    # torch.compile(fn) unwraps a disable() on fn itself, so a function entry cannot be split
+    # from inside: the refusal says where the split belongs.
+    _, props, refused = props_of("file_write_forward")
+    assert not [p for p in props if p.rule == "region-split"]
+    assert any(r.rule == "region-split" and "split belongs where you call torch.compile" in r.reason for r in refused)
+
+
+def test_log_reorder_keeps_the_record():
+    # logger.debug in the compiled function: a module-level function in
+    # reorderable_logging_functions; the record is still emitted on every call (the
+    # side-effect check enables the logger at every level and compares records).
+    base = census_of("logging_attention")
+    _, props, _ = props_of("logging_attention", base)
+    rw = next(p for p in props if p.rule == "log-reorder")
+    f, trial = _trial("logging_attention", rw, base)
+    assert f.verified and f.side_effects_kept and trial.sites == [], f.why_not
+
+
+def test_collective_rewrite_is_verified_on_two_gloo_ranks_and_a_wrong_one_is_refused_there():
+    # dist.broadcast -> funcol.broadcast: verified in one process, then on 2 gloo ranks with
+    # `graphstitch ranks`' launcher. A wrong rewrite (a SUM all_reduce: on a world of one it
+    # equals the broadcast) verifies in one process but not on 2 ranks, where it doubles z.
+    from graphstitch.fix.trials import on_ranks
+    base = census_of("dist_broadcast")
+    site, props, _ = props_of("dist_broadcast", base)
+    rw = next(p for p in props if p.rule == "functional-collectives")
+    assert rw.ranks == 2
+    for cand_rw, ok in ((rw, True), (dataclasses.replace(rw, files={k: v.replace(
+            "funcol.broadcast(z, 0, dist.group.WORLD)", 'funcol.all_reduce(z, "sum", dist.group.WORLD)')
+            for k, v in rw.files.items()}), False)):
+        cand = Candidate(cand_rw.strategy, cand_rw.label, Patches(), cand_rw)
+        f = evaluate(site, cand, base, census_on_copy(spec_of("dist_broadcast"), OPTS, str(ROOT), cand_rw.files, 300))
+        assert f.verified, f.why_not   # a world of one cannot tell them apart
+        on_ranks(f, site, cand, base, spec_of("dist_broadcast"), OPTS, str(ROOT), 300)
+        assert f.ranks == 2 and f.verified is ok, f.why_not
+        if not ok:
+            assert any(w.startswith("on 2 gloo ranks: rank 0: outputs differ from eager") for w in f.why_not), f.why_not

@@ -627,7 +627,8 @@ and nonstrict_trace drop run-time side effects, as inductor does.
 @click.option("--html", "html_path", type=OUTPUT, help="Also write a self-contained HTML report (sites with their verified fixes).")
 @click.option("--measure", is_flag=True, help="For each verified fix, time the compiled target before and after it "
               "(alternating, same backend) and report the speedup.")
-@click.option("--all", "fix_everything", is_flag=True, help="Apply verified source rewrites site by site on a copy, "
+@click.option("--all", "fix_everything", is_flag=True, help="Apply verified source patches site by site on a copy "
+              "(rewrites first; config flags and hatches as source lines where no rewrite verifies), "
               "re-running the census after each, to a fixed point; report the final graph count. With --diff/--apply: "
               "the combined patch (re-verified from the pristine files).")
 @project_option

@@ -296,53 +296,60 @@ def main(argv: list[str]) -> int:
 
 def census_job(job: Job, ctx: Context) -> tuple[int, Any]:
     """Run a TARGET's calls under capture. Exit 2: a bad target (error kind target)."""
-    from .live import load_calls
-    from .targets import TargetError, load_factory
-    assert job.spec is not None
-    ref = None
-    calls: list[Any] | ErrorInfo
+    from .targets import TargetError
     try:
-        # The reference loads first: the patched module, loaded second, is the one in
-        # sys.modules under their common name (Dynamo re-imports it while tracing).
-        if job.options.reference:
-            before = set(sys.modules)
-            ref_factory = load_factory(job.options.reference)
-            # The user's own modules the original imported are forgotten (the original keeps
-            # them through its globals), so the patched target imports the patched copies.
-            from .paths import is_library
-            for name in set(sys.modules) - before:
-                f = getattr(sys.modules[name], "__file__", None)
-                if f and not is_library(f):
-                    del sys.modules[name]
-            ref = functools.partial(_seeded_calls, ref_factory, job.options.reference)
-            calls = _seeded_calls(load_factory(job.spec), job.spec)
-        else:
-            calls = load_calls(job.spec)
+        calls, ref = job_calls(job)
     except TargetError as e:
         note(ctx.sink, target=job.spec, error=ErrorInfo(ErrorKind.TARGET, str(e)))
         return 2, None
     return census_of_calls(job, ctx, calls, job.spec, reference=ref)
 
 
+def job_calls(job: Job) -> tuple[list[Any] | ErrorInfo, Callable[[], list[Any]] | None]:
+    """The TARGET's calls (an ErrorInfo when its factory exited), and with
+    ``options.reference`` (a patched copy checked against the original) what makes the
+    original's calls. Raises TargetError for a bad target."""
+    from .live import load_calls
+    from .targets import load_factory
+    assert job.spec is not None
+    if not job.options.reference:
+        return load_calls(job.spec), None
+    # The reference loads first: the patched module, loaded second, is the one in
+    # sys.modules under their common name (Dynamo re-imports it while tracing).
+    before = set(sys.modules)
+    ref_factory = load_factory(job.options.reference)
+    # The user's own modules the original imported are forgotten (the original keeps
+    # them through its globals), so the patched target imports the patched copies.
+    from .paths import is_library
+    for name in set(sys.modules) - before:
+        f = getattr(sys.modules[name], "__file__", None)
+        if f and not is_library(f):
+            del sys.modules[name]
+    ref = functools.partial(_seeded_calls, ref_factory, job.options.reference)
+    return _seeded_calls(load_factory(job.spec), job.spec), ref
+
+
 def census_of_calls(job: Job, ctx: Context, calls: list[Any] | ErrorInfo, target: str | None, *,
-                    reference: Callable[[], list[Any]] | None = None) -> tuple[int, Any]:
+                    reference: Callable[[], list[Any]] | None = None, failed_code: int = 0) -> tuple[int, Any]:
     """The census part of a census job, for handlers that make the calls another way (a
     `sweep` zoo model is built from its registry, not loaded from a TARGET). CALLS is an
     ErrorInfo when the factory exited before making any; REFERENCE makes the original's
-    calls when a patched copy is checked against it (`fix`)."""
+    calls when a patched copy is checked against it (`fix`). Exits FAILED_CODE when the
+    census has an error (a rank must tell torchrun; a lone worker's parent reads the census)."""
     from .live import Capture, run_calls
     with Capture(ctx.sink, target=target, project_root=job.project_root) as cap:
         if isinstance(calls, ErrorInfo):  # the factory exited
             cap.complete(False)
             cap.fail(calls)
-            return 0, None
-        try:
-            cap.note(config=run_setup(job, calls))
-        except Exception as e:  # noqa: BLE001 - a hatch that cannot apply is a result
-            cap.fail(ErrorInfo(ErrorKind.PATCH, str(e)[:2000], type(e).__name__))
-            return 0, None
-        run_calls(cap, calls, job.options, reference=reference)
-    return 0, None
+        else:
+            try:
+                cap.note(config=run_setup(job, calls))
+            except Exception as e:  # noqa: BLE001 - a hatch that cannot apply is a result
+                cap.fail(ErrorInfo(ErrorKind.PATCH, str(e)[:2000], type(e).__name__))
+            else:
+                run_calls(cap, calls, job.options, reference=reference)
+    failed = cap.census is None or cap.census.error is not None
+    return (failed_code if failed else 0), None
 
 
 def _seeded_calls(factory: Callable[[], Any], spec: str) -> list[Any]:

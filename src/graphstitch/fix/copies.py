@@ -5,11 +5,13 @@ Used by source-rewrite trials, `--apply`'s re-verification and `--all`. No torch
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import os
 import shutil
 import tempfile
+from collections.abc import Callable, Iterator
 
 from .. import procs, worker
 from ..model import Census, Site, SkippedFrame
@@ -28,6 +30,32 @@ def census_on_copy(spec: str, opts: Options, root: str, files: dict[str, str], t
     original target as the eager reference (outputs and printed/logged output), and the
     census mapped back to the user's paths (and lines, unless ``map_lines`` is false: `--all`
     keeps the lines of the patched text it goes on rewriting)."""
+    with _patched_copy(spec, opts, root, files) as (job, pythonpath, back):
+        trial = worker.run(job, timeout=timeout, pythonpath=pythonpath, warm=warm).census
+    back(trial, map_lines)
+    return trial
+
+
+def ranks_on_copy(spec: str, opts: Options, root: str, files: dict[str, str], nproc: int,
+                  timeout: float | None) -> dict[int, Census]:
+    """The same patched copy, run on NPROC gloo ranks by `graphstitch ranks`' launcher: each
+    rank's census against the original's eager run on that rank (a collective rewrite must
+    hold on every rank, not only on a world of one)."""
+    from ..ranks import run_ranks
+    with _patched_copy(spec, opts, root, files) as (job, pythonpath, back):
+        assert job.spec is not None
+        censuses, _ = run_ranks(job.spec, nproc, job.options, timeout=timeout, project_root=job.project_root,
+                                pythonpath=pythonpath)
+    for c in censuses.values():
+        back(c, True)
+    return censuses
+
+
+@contextlib.contextmanager
+def _patched_copy(spec: str, opts: Options, root: str, files: dict[str, str]
+                  ) -> Iterator[tuple[worker.Job, list[str], Callable[[Census, bool], None]]]:
+    """(the census job on the copy, its PYTHONPATH, what maps a census of it back to the
+    user's files) while the copy exists."""
     tfile = target_file(spec)
     if tfile is None:
         raise LookupError(f"cannot find the source file of {spec}")
@@ -48,24 +76,24 @@ def census_on_copy(spec: str, opts: Options, root: str, files: dict[str, str], t
                 f.write(text)
         t_spec = t_copy + ":" + spec.rpartition(":")[2]
         trial_opts = dataclasses.replace(opts, fresh=True, patches=None, reference=tfile + ":" + spec.rpartition(":")[2])
-        trial = worker.run(census_job(t_spec, trial_opts, tmp), timeout=timeout,
-                           pythonpath=[os.path.dirname(t_copy), os.path.dirname(tfile)], warm=warm).census
-    # Identities already match (same project layout); lines are shown as in the user's file.
-    back = {c: p for p, c in copies.items()}
-    maps = {c: _line_map(old_text(p), files[next(k for k in files if os.path.realpath(k) == p)])
-            for c, p in back.items()}
-    items: list[Site | SkippedFrame] = [*trial.sites, *trial.skipped_frames]
-    for item in items:
-        real = os.path.realpath(item.file)
-        hit = next((c for c in back if os.path.realpath(c) == real), None)
-        if hit is not None:
-            item.file = back[hit]
-            if map_lines:
-                item.line = maps[hit].get(item.line, item.line)
-        elif real == os.path.realpath(t_copy):
-            item.file = tfile
-    trial.target = spec
-    return trial
+        # Identities already match (same project layout); lines are shown as in the user's file.
+        back = {c: p for p, c in copies.items()}
+        maps = {c: _line_map(old_text(p), files[next(k for k in files if os.path.realpath(k) == p)])
+                for c, p in back.items()}
+
+        def map_back(trial: Census, map_lines: bool) -> None:
+            items: list[Site | SkippedFrame] = [*trial.sites, *trial.skipped_frames]
+            for item in items:
+                real = os.path.realpath(item.file)
+                hit = next((c for c in back if os.path.realpath(c) == real), None)
+                if hit is not None:
+                    item.file = back[hit]
+                    if map_lines:
+                        item.line = maps[hit].get(item.line, item.line)
+                elif real == os.path.realpath(t_copy):
+                    item.file = tfile
+            trial.target = spec
+        yield census_job(t_spec, trial_opts, tmp), [os.path.dirname(t_copy), os.path.dirname(tfile)], map_back
 
 
 def old_text(path: str) -> str:

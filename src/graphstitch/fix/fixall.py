@@ -1,4 +1,5 @@
-"""`graphstitch fix TARGET --all`: apply verified source rewrites site by site, on a copy,
+"""`graphstitch fix TARGET --all`: apply verified source patches site by site (rewrites first;
+for a site no rewrite fixes, config flags and hatches written as source), on a copy,
 re-running the census after each (a fix can reveal the next break), to a fixed point; then
 re-verify the combined patch from the pristine files before `--diff` / `--apply` use it.
 No torch import."""
@@ -15,12 +16,12 @@ from .. import worker
 from ..changes import diff, site_label
 from ..files import file_hash
 from ..model import Census, Site
-from ..paths import short_path
+from ..paths import in_project, short_path
 from ..targets import Options, Patches, target_file, target_root
-from .candidates import Candidate
+from .candidates import Candidate, candidates
 from .copies import census_job, census_on_copy, old_text
-from .patches import unified_diff, write_files
-from .rewrites import proposals
+from .patches import WRITABLE_KINDS, plan_patch, unified_diff, write_files
+from .rewrites import Rewrite, proposals
 from .trials import Counts, Fix, evaluate, rank
 
 
@@ -91,16 +92,29 @@ def fix_all(spec: str, opts: Options, *, jobs: int = 2, timeout: float | None = 
         return out, {}
     overlay: dict[str, str] = {}
     cur = base
-    hopeless: dict[str, str] = {}       # site identity text -> why no rewrite verified
+    hopeless: dict[str, str] = {}       # site identity text -> why no patch verified
+    # A site whose rewrites all failed gets config flags and hatches next, written as source.
+    second: dict[str, str] = {}         # site identity text -> why no rewrite verified
     for _ in range(max_rounds):
         pairs: list[tuple[Site, Candidate]] = []
         for s in cur.sites:
-            if str(s.id) in hopeless:
+            key = str(s.id)
+            if key in hopeless:
+                continue
+            if key in second:
+                more = _written_candidates(s, root, tfile, overlay)
+                if not more:
+                    hopeless[key] = second[key] + "; no config flag or hatch to write"
+                pairs += [(s, c) for c in more]
                 continue
             props, refused = proposals(s, root, target_file=tfile, factory=factory, overlay=overlay,
                                        sites=cur.sites)
             if not props:
-                hopeless[str(s.id)] = "; ".join(r.reason for r in refused) or "no rewrite rule matches"
+                second[key] = "; ".join(r.reason for r in refused) or "no rewrite rule matches"
+                more = _written_candidates(s, root, tfile, overlay)
+                if not more:
+                    hopeless[key] = second[key]
+                pairs += [(s, c) for c in more]
             pairs += [(s, Candidate(p.strategy, p.label, Patches(), p)) for p in props]
         if not pairs:
             break
@@ -117,7 +131,11 @@ def fix_all(spec: str, opts: Options, *, jobs: int = 2, timeout: float | None = 
         best = next((f for f in ranked if f.verified), None)
         for s in {p[0].id: p[0] for p in pairs}.values():
             if not any(f.verified for f in ranked if f.site == s.id):
-                hopeless[str(s.id)] = "; ".join(sorted({w for f in ranked if f.site == s.id for w in f.why_not}))[:300]
+                why = "; ".join(sorted({w for f in ranked if f.site == s.id for w in f.why_not}))[:300]
+                if str(s.id) in second:
+                    hopeless[str(s.id)] = why
+                else:
+                    second[str(s.id)] = why
         if best is None:
             break
         i = next(k for k, (f, _) in enumerate(results) if f is best)
@@ -135,6 +153,22 @@ def fix_all(spec: str, opts: Options, *, jobs: int = 2, timeout: float | None = 
         out.why_not = combined_check(base, final)
         out.verified = not out.why_not
     return out, overlay
+
+
+def _written_candidates(site: Site, root: str, tfile: str | None, overlay: dict[str, str]) -> list[Candidate]:
+    """The site's config flags and hatches on project functions, each as a source patch of
+    the (already patched) files: `--all` writes every step it takes."""
+    out = []
+    for c in candidates(site, root):
+        if c.kind not in WRITABLE_KINDS or tfile is None or (c.patches.wrap and not in_project(c.patches.wrap.file, root)):
+            continue  # a library wrap needs the trial's module:qualname first
+        try:
+            path, _, new = plan_patch(c.patches, None, tfile, root, overlay)
+        except (LookupError, OSError, SyntaxError):
+            continue
+        out.append(Candidate(c.kind, c.label, Patches(), Rewrite(c.kind, c.strategy, c.label, c.tradeoff,
+                                                                  {path: new})))
+    return out
 
 
 def apply_all(result: FixAll, files: dict[str, str], spec: str, opts: Options, *, timeout: float | None = None,

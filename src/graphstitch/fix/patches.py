@@ -8,11 +8,11 @@ import contextlib
 import difflib
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from ..files import WriteRefused, atomic_write, check_writable, file_hash
 from ..paths import in_project, short_path
-from ..targets import Options, target_file, target_root
+from ..targets import Options, Patches, target_file, target_root
 from .candidates import Candidate
 from .copies import census_on_copy, old_text
 from .rewrites import proposals
@@ -47,7 +47,7 @@ def planned_files(fix: Fix, report: FixReport, spec: str, root: str) -> dict[str
         if rw is None:
             raise LookupError(f"the rewrite {fix.candidate!r} no longer applies to {short_path(site.file)}")
         return rw.files
-    path, _, new = plan_patch(fix, tfile, root)
+    path, _, new = plan_patch(fix.patches, fix.wrapped, tfile, root)
     return {path: new}
 
 
@@ -64,29 +64,35 @@ def _after_imports(tree: ast.Module) -> int:
     return idx
 
 
-def _config_lines(fix: Fix) -> list[str]:
+def _config_lines(patches: Patches) -> list[str]:
     out = []
-    for k, v in fix.patches.config.items():
+    for k, v in patches.config.items():
         v_src = "{" + ", ".join(n.replace("builtins.", "") for n in v) + "}" if isinstance(v, list) else repr(v)
         out.append(f"torch._dynamo.config.{k} = {v_src}  # graphstitch fix")
     return out
 
 
-def plan_patch(fix: Fix, tfile: str, root: str | None) -> tuple[str, str, str]:
-    """(file to edit, old text, new text) that makes ``fix`` permanent. Config lines go at
-    the top of the target file; a decorator goes on the user's function; a function outside
-    the project (a library) is wrapped from the target file instead."""
-    wrap = fix.patches.wrap
+def plan_patch(patches: Patches, wrapped: str | None, tfile: str, root: str | None,
+               texts: Mapping[str, str] | None = None) -> tuple[str, str, str]:
+    """(file to edit, old text, new text) that makes a config/hatch candidate permanent.
+    Config lines go at the top of the target file; a decorator goes on the user's function;
+    a function outside the project (a library; ``wrapped`` is its module:qualname, as the
+    trial found it) is wrapped from the target file instead. ``texts`` (path -> text) stand
+    for files already patched (`fix --all`)."""
+    wrap = patches.wrap
     path = wrap.file if wrap and in_project(wrap.file, root) else tfile
-    with open(path, encoding="utf-8") as f:
-        old = f.read()
+    if texts and path in texts:
+        old = texts[path]
+    else:
+        with open(path, encoding="utf-8") as f:
+            old = f.read()
     lines = old.splitlines(keepends=True)
     tree = ast.parse(old)
     needs_torch = not re.search(r"^import torch\b", old, re.M)
     top = _after_imports(tree)
     torch_line = ["import torch\n"] if needs_torch else []
     if wrap is None:
-        return path, old, "".join(lines[:top] + torch_line + [ln + "\n" for ln in _config_lines(fix)] + lines[top:])
+        return path, old, "".join(lines[:top] + torch_line + [ln + "\n" for ln in _config_lines(patches)] + lines[top:])
     hatch = {"nonstrict_trace": "torch._dynamo.nonstrict_trace", "disable": "torch.compiler.disable"}[wrap.how]
     if path == wrap.file:
         node = next((n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
@@ -98,7 +104,7 @@ def plan_patch(fix: Fix, tfile: str, root: str | None) -> tuple[str, str, str]:
         indent = m.group(0) if m else ""
         new_lines = lines[:first] + [f"{indent}@{hatch}  # graphstitch fix\n"] + lines[first:]
         return path, old, "".join(new_lines[:top] + torch_line + new_lines[top:])
-    mod, _, qual = (fix.wrapped or "").partition(":")
+    mod, _, qual = (wrapped or "").partition(":")
     if not mod:
         raise LookupError("the trial did not say which function it wrapped")
     obj = f"{mod}.{qual}"

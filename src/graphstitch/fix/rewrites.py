@@ -33,6 +33,7 @@ class Rewrite:
     label: str                # what it does, for people
     tradeoff: str             # one line: what it costs
     files: dict[str, str] = field(default_factory=dict)   # path -> new text (kept out of JSON)
+    ranks: int = 0            # also verified on this many gloo ranks (a collective rewrite)
 
 
 @dataclass
@@ -571,8 +572,8 @@ def _functional_collectives(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
             expr = f"funcol.broadcast({t}, {src}, {group})"
         new = _small_stmt(f"{t} = {expr}")
         yield Rewrite("functional-collectives", "rewrite", f"dist.{m.group(1)} -> functional {m.group(1)} (returns the result)",
-                      "verified on this process's ranks only; check all ranks with `graphstitch ranks`",
-                      {ctx.path: _add_import(swap(ctx, {s: new}), _FUNCOL)})
+                      "a new tensor instead of an in-place update (the old buffer keeps its value); "
+                      "verified on 2 gloo ranks", {ctx.path: _add_import(swap(ctx, {s: new}), _FUNCOL)}, ranks=2)
 
 
 @rule("sdpa-kernel")
@@ -931,6 +932,97 @@ def _extract_hatch(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
                    "not traced by Dynamo (traced by AOT); inputs/outputs must be tensors and constants")
 
 
+@rule("io-defer")
+def _io_defer(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
+    """File I/O that reads no local (a debug line to a log file) -> a module-level function
+    registered in ``reorderable_logging_functions``: Dynamo calls it after the graph instead
+    of breaking. It still runs on every call, with the same (trace-time constant) arguments;
+    the side-effect check compares the files written."""
+    st = ctx.stmt
+    if ctx.func is None or _enclosing(ctx.func, ctx.parents, cst.FunctionDef) is not None:
+        return
+    code = ctx.code(st)
+    if not _IO_CALLS.search(code) or any(isinstance(s, (cst.Return, cst.Import, cst.ImportFrom, cst.Raise))
+                                         for s in _small(st)) or _returns(st):
+        return
+    inputs = _free_inputs(ctx, [st])
+    inside = set(_walk(st))
+    later = _reads([n for n in ctx.later_in_func() if n not in inside], ctx.parents)
+    if inputs is None or inputs or _bound([st]) & later:
+        yield Refusal("io-defer", "the I/O reads or sets local values (" + ", ".join(sorted(set(inputs or [])
+                      | (_bound([st]) & later))) + "): deferring it past the graph would see other values; "
+                      "a region split keeps it in place")
+        return
+    name = f"_{ctx.func.name.value}_io"
+    while name in {n.value for n in _walk(ctx.module) if isinstance(n, cst.Name)}:
+        name += "_"
+    body = "".join("    " + ln + "\n" if ln.strip() else "\n" for ln in _dedent(code).splitlines())
+    helper = (f"def {name}():  # graphstitch fix: I/O Dynamo defers past the graph\n{body}\n\n"
+              f"torch._dynamo.config.reorderable_logging_functions.add({name})\n")
+    yield _extract(ctx, name, helper, f"{name}()\n", f"I/O moved into {name}(), called after the graph",
+                   "the I/O runs after the compiled graph instead of between its ops (same files, same "
+                   "content: it reads no tensor)", rule="io-defer", strategy="split")
+
+
+@rule("unique-segment-reduce")
+def _unique_segment_reduce(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
+    """``torch.stack([X[L == c].mean(0) for c in L.unique()])`` (or ``.sum(0)``) -> one
+    ``index_add_`` over ``L.unique(return_inverse=True)``: the per-class reduction without a
+    Python loop over data-dependent values (the class count is an unbacked size, so the patch
+    turns on ``capture_dynamic_output_shape_ops``)."""
+    if not isinstance(ctx.stmt, cst.SimpleStatementLine):
+        return
+    for call in (n for n in _walk(ctx.stmt) if isinstance(n, cst.Call) and ctx.code(n.func) == "torch.stack"):
+        if len(call.args) != 1 or not isinstance(call.args[0].value, (cst.ListComp, cst.GeneratorExp)):
+            continue
+        comp = call.args[0].value
+        cf = comp.for_in
+        if not isinstance(cf.target, cst.Name) or cf.inner_for_in is not None or cf.ifs:
+            continue
+        it = cf.iter
+        if not (isinstance(it, cst.Call) and isinstance(it.func, cst.Attribute) and it.func.attr.value == "unique"
+                and not it.args and isinstance(it.func.value, cst.Name)):
+            continue
+        labels, v = it.func.value.value, cf.target.value
+        elt = comp.elt
+        if not (isinstance(elt, cst.Call) and isinstance(elt.func, cst.Attribute) and elt.func.attr.value in ("mean", "sum")
+                and len(elt.args) == 1 and ctx.code(elt.args[0].value) == "0"
+                and isinstance(elt.func.value, cst.Subscript) and isinstance(elt.func.value.value, cst.Name)
+                and len(elt.func.value.slice) == 1 and isinstance(elt.func.value.slice[0].slice, cst.Index)):
+            yield Refusal("unique-segment-reduce", "the loop over unique() values is not X[L == c].mean(0) / "
+                          ".sum(0): no tensor form is known for it")
+            return
+        cmp = elt.func.value.slice[0].slice.value
+        if isinstance(cmp, cst.Comparison) and len(cmp.comparisons) == 1 and \
+                isinstance(cmp.comparisons[0].operator, cst.Equal):
+            sides = {ctx.code(cmp.left), ctx.code(cmp.comparisons[0].comparator)}
+        else:
+            sides = set()
+        if sides != {labels, v}:
+            yield Refusal("unique-segment-reduce", f"the mask is not `{labels} == {v}`: no tensor form is known")
+            return
+        x, how = elt.func.value.value.value, elt.func.attr.value
+        stem = (_assigned(ctx.stmt) or ["groups"])[0]
+        classes, seg, counts = f"{stem}_classes", f"{stem}_segment", f"{stem}_counts"
+        total = f"{x}.new_zeros(({classes}.shape[0],) + tuple({x}.shape[1:])).index_add_(0, {seg}, {x})"
+        expr = total if how == "sum" else f"{total} / {counts}.reshape((-1,) + (1,) * ({x}.dim() - 1)).to({x}.dtype)"
+        pre = [cst.parse_statement(f"{classes}, {seg} = {labels}.unique(return_inverse=True)\n")]
+        if how == "mean":
+            pre.append(cst.parse_statement(f"{counts} = torch.bincount({seg}, minlength={classes}.shape[0])\n"))
+        pre[0] = pre[0].with_changes(leading_lines=ctx.stmt.leading_lines)
+        swaps: dict[cst.CSTNode, object] = {
+            call: cst.parse_expression(expr),
+            ctx.stmt: lambda upd, pre=pre: cst.FlattenSentinel([*pre, upd.with_changes(leading_lines=[])])}
+        code = _add_import(swap(ctx, swaps), "import torch")
+        code = _add_import(code, "torch._dynamo.config.capture_dynamic_output_shape_ops = True  "
+                                 "# graphstitch fix: unique() has a data-dependent size")
+        yield Rewrite("unique-segment-reduce", "rewrite",
+                      f"per-class {how}(0) over {labels}.unique() -> index_add_ over the inverse indices",
+                      "one scatter-add, no Python loop; turns on capture_dynamic_output_shape_ops for the process "
+                      "(float sums may round in another order)", {ctx.path: code})
+        return
+
+
 def _dedent(code: str) -> str:
     lines = code.splitlines()
     lead = [ln for ln in lines if ln.strip()]
@@ -938,7 +1030,10 @@ def _dedent(code: str) -> str:
     return "\n".join(ln[cut:] for ln in lines)
 
 
-def _extract(ctx: Ctx, name: str, helper: str, call: str, label: str, tradeoff: str) -> Rewrite:
+def _extract(ctx: Ctx, name: str, helper: str, call: str, label: str, tradeoff: str, *,
+             rule: str = "extract-hatch", strategy: str = "extract", extra: str | None = None) -> Rewrite:
+    """The statement at the site replaced by ``call``, ``helper`` placed before the enclosing
+    top-level definition, ``extra`` (a line) after the module's imports."""
     assert ctx.func is not None
     new_call = cst.parse_statement(call)
     if isinstance(ctx.stmt, cst.SimpleStatementLine) and isinstance(new_call, cst.SimpleStatementLine):
@@ -950,7 +1045,8 @@ def _extract(ctx: Ctx, name: str, helper: str, call: str, label: str, tradeoff: 
                     for i, s in enumerate(helper_mod.body)]
     code = swap(ctx, {ctx.stmt: new_call, top: lambda upd: cst.FlattenSentinel([*helper_stmts, upd])})
     code = re.sub(r"\n{4,}", "\n\n\n", code)
-    return Rewrite("extract-hatch", "extract", label, tradeoff, {ctx.path: _add_import(code, "import torch")})
+    code = _add_import(code, "import torch")
+    return Rewrite(rule, strategy, label, tradeoff, {ctx.path: _add_import(code, extra) if extra else code})
 
 
 # ------------------------------------------------------------------------- region split

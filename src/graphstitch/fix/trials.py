@@ -27,7 +27,7 @@ from ..paths import short_path
 from ..perf.timing import LatencyStats
 from ..targets import Options, Patches, target_file, target_root
 from .candidates import INVASIVENESS, Candidate, candidates
-from .copies import census_job, census_on_copy
+from .copies import census_job, census_on_copy, ranks_on_copy
 from .rewrites import STRATEGY_RANK, Rewrite, proposals
 
 
@@ -78,6 +78,7 @@ class Fix:
     tradeoff: str = ""               # one line: what the candidate costs
     rule: str | None = None          # a source rewrite's rule id
     patch: str | None = None         # a source rewrite's unified diff (relative paths)
+    ranks: int | None = None         # also run on this many gloo ranks (`graphstitch ranks`' launcher)
 
 
 @dataclass
@@ -141,6 +142,30 @@ def evaluate(site: Site, cand: Candidate, base: Census, trial: Census) -> Fix:
                trial.config.get("wrapped"), new_sites, new_skips, trial.error, why,
                strategy=cand.strategy, tradeoff=cand.tradeoff, rule=rw.rule if rw else None,
                patch=rewrite_diff(rw) if rw else None)
+
+
+def on_ranks(fix: Fix, site: Site, cand: Candidate, base: Census, spec: str, opts: Options, root: str,
+             timeout: float | None) -> None:
+    """A collective rewrite verified in one process runs again on ``rewrite.ranks`` gloo
+    ranks: every rank must pass the same checks (against the original's eager run on that
+    rank) and the ranks must compile symmetrically. Otherwise it is not verified."""
+    from ..ranks import compare_ranks
+    assert cand.rewrite is not None
+    n = cand.rewrite.ranks
+    fix.ranks = n
+    try:
+        censuses = ranks_on_copy(spec, opts, root, cand.rewrite.files, n, timeout)
+    except LookupError as e:
+        censuses, why = {}, [str(e)]
+    else:
+        why = [f"rank {r}: {w}" for r, c in sorted(censuses.items()) for w in evaluate(site, cand, base, c).why_not]
+        comp = compare_ranks(censuses)
+        if not comp.symmetric and comp.divergences:
+            d = comp.divergences[0]
+            why.append(f"ranks diverge ({d.kind}): {d.message}")
+    if why:
+        fix.verified = False
+        fix.why_not += [f"on {n} gloo ranks: {w}" for w in why]
 
 
 def rewrite_diff(rw: Rewrite, old: dict[str, str] | None = None) -> str:
@@ -241,6 +266,9 @@ def _run_fix(spec: str, opts: Options, jobs: int, timeout: float | None, only: C
     # Best strategy first: a site with a verified rewrite needs no run-time wrapper or flag.
     results = run_all({c.key: c for _, c in rewrites})
     fixes = [evaluate(s, c, base, results[c.key]) for s, c in rewrites]
+    for f, (s, c) in zip(fixes, rewrites):
+        if f.verified and c.rewrite is not None and c.rewrite.ranks:
+            on_ranks(f, s, c, base, spec, opts, root, timeout)
     done = {f.site for f in fixes if f.verified and f.strategy == "rewrite"} if not exhaustive else set()
     pairs = [(s, c) for s in sites if s.id not in done for c in candidates(s, root)
              if kinds is None or c.kind in kinds]

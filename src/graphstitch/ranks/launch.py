@@ -45,7 +45,7 @@ class RunInfo:
 
 def run_ranks(spec: str | None, nproc: int, options: Options | None = None, *, script: str | None = None,
               script_args: Iterable[str] = (), timeout: float | None = None, trace_dir: str | None = None,
-              project_root: str | None = None) -> tuple[dict[int, Census], RunInfo]:
+              project_root: str | None = None, pythonpath: Iterable[str] = ()) -> tuple[dict[int, Census], RunInfo]:
     """Launch ``nproc`` ranks, each running the target (or script) under capture. Returns
     (census per rank, run info). Never leaves a process behind."""
     owned = trace_dir is None
@@ -61,7 +61,7 @@ def run_ranks(spec: str | None, nproc: int, options: Options | None = None, *, s
                      argv=list(script_args), per_rank=True)
     worker.write_job(job, outdir)
     extra = {} if "OMP_NUM_THREADS" in os.environ else {"OMP_NUM_THREADS": "1"}
-    env = procs.child_env(inductor_cache=os.path.join(outdir, "inductor"), extra=extra)
+    env = procs.child_env(pythonpath=list(pythonpath), inductor_cache=os.path.join(outdir, "inductor"), extra=extra)
     # --standalone: c10d rendezvous on a free port (a busy 29500 is not an error).
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
            f"--nproc_per_node={nproc}", "--max-restarts=0", "--monitor-interval=0.2",
@@ -123,8 +123,8 @@ def rank_job(job: worker.Job, ctx: worker.Context) -> tuple[int, Any]:
     import torch
     import torch.distributed as dist
 
-    from ..live import Capture, run_calls, run_script
-    from ..targets import TargetError, load_factory, make_calls
+    from ..live import Capture, run_script
+    from ..targets import TargetError
     write = ctx.sink
 
     def sink(rec: Record) -> None:
@@ -146,13 +146,11 @@ def rank_job(job: worker.Job, ctx: worker.Context) -> tuple[int, Any]:
     dist.init_process_group("cpu:gloo,cuda:nccl" if cuda else "gloo")
     ctx.mark_ready()
     try:
-        calls = make_calls(load_factory(job.spec), job.spec)
+        calls, ref = worker.job_calls(job)   # with a reference: a `fix` trial on a patched copy
     except TargetError as e:
         worker.note(sink, target=job.spec, error=ErrorInfo(ErrorKind.TARGET, str(e)))
         return 2, None
-    with Capture(sink, target=job.spec, project_root=job.project_root) as cap:
-        run_calls(cap, calls, job.options)
-    assert cap.census is not None
-    if cap.census.error is None:
+    code, _ = worker.census_of_calls(job, ctx, calls, job.spec, reference=ref, failed_code=3)
+    if not code:
         dist.destroy_process_group()
-    return (3 if cap.census.error else 0), None
+    return code, None
