@@ -275,7 +275,7 @@ def test_fix_all_writes_a_config_flag_where_no_rewrite_applies(tmp_path, monkeyp
     assert steps == [("rewrite", f"GB0170 prog.py:{marked_line(prog, 'WHERE')}"),
                      ("config", f"GB0007 prog.py:{marked_line(prog, 'WARN') - 3}")], result.remaining
     assert result.verified and result.final.sites == 0 and result.remaining == [], result.why_not
-    assert "+torch._dynamo.config.reorderable_logging_functions = {warnings.warn}  # graphstitch fix" in result.patch
+    assert "+torch._dynamo.config.reorderable_logging_functions.update({warnings.warn})  # graphstitch fix" in result.patch
     assert "+    z = torch.where(y > 0, x * 2, -x)" in result.patch
     assert prog.read_text() == MIXED   # nothing written without --apply
 

@@ -67,8 +67,11 @@ def _after_imports(tree: ast.Module) -> int:
 def _config_lines(patches: Patches) -> list[str]:
     out = []
     for k, v in patches.config.items():
-        v_src = "{" + ", ".join(n.replace("builtins.", "") for n in v) + "}" if isinstance(v, list) else repr(v)
-        out.append(f"torch._dynamo.config.{k} = {v_src}  # graphstitch fix")
+        if isinstance(v, list):  # a set of functions: added to, never replaced (other modules add theirs)
+            names = ", ".join(n.replace("builtins.", "") for n in v)
+            out.append(f"torch._dynamo.config.{k}.update({{{names}}})  # graphstitch fix")
+        else:
+            out.append(f"torch._dynamo.config.{k} = {v!r}  # graphstitch fix")
     return out
 
 

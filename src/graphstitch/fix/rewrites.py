@@ -1104,7 +1104,10 @@ def _region_split(site: Site, sites: Sequence[Site], root: str | None,
     j = k
     while j + 1 < len(body) and holds[j + 1]:
         j += 1
-    params = [p.name.value for p in func.params.params]
+    fp = func.params
+    stars = [a for a in (fp.star_arg, fp.star_kwarg) if isinstance(a, cst.Param)]
+    # every parameter by name (a *args tuple or **kwargs dict is passed on as one value)
+    params = [p.name.value for p in [*fp.posonly_params, *fp.params, *stars, *fp.kwonly_params]]
 
     def build(j: int) -> Rewrite | Refusal:
         before, gap, after = body[:k], body[k:j + 1], body[j + 1:]

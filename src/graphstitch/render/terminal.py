@@ -188,8 +188,9 @@ def fixes(report: FixReport, console: Console | None = None) -> None:
         for f in rows:
             b, a = f.before, f.after
             mark = "[bold green]VERIFIED[/]" if f.verified else "[red]rejected[/]"
+            on = f" · on {f.ranks} gloo ranks" if f.ranks else ""
             console.print(f"  {mark} {escape(f'[{f.strategy}]')} {escape(f.candidate)} · graphs {b.graphs}→{a.graphs}"
-                          f" · sites {b.sites}→{a.sites}")
+                          f" · sites {b.sites}→{a.sites}{on}")
             if f.tradeoff:
                 console.print(f"      [dim]trade-off: {escape(f.tradeoff)}[/]")
             for why in f.why_not:
