@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 from ..jsonio import to_json
 from ..model import Site, StackEntry
-from ..paths import in_project, is_torch_file_path
+from ..paths import in_project
 from ..targets import Patches, Wrap
-from .rewrites import Rewrite
+from .rewrites import Rewrite, user_frames
 
 # Least invasive first: how ranking breaks ties between verified candidates.
 INVASIVENESS = {"config": 1, "nonstrict_trace": 2, "leaf_function": 3,
@@ -97,8 +97,7 @@ def _wrap_targets(site: Site, root: str | None) -> list[StackEntry]:
     """Frames whose function a wrapper may go on: the site's own, plus the innermost frame
     inside the project when the site is in a library. Only frames below the compiled entry
     count (its depth is the site's nesting_depth); the entry itself is never wrapped."""
-    frames = [fr for fr in site.stack if not is_torch_file_path(fr.file)
-              and fr.function not in ("_call_impl", "_wrapped_call_impl")]
+    frames = user_frames(site)
     inner = frames[len(frames) - site.nesting_depth + 1:] if site.nesting_depth > 1 else []
     inner = [fr for fr in inner if os.path.isfile(fr.file) and fr.function not in ("?", "<module>")]
     if not inner:

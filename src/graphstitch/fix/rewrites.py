@@ -1058,6 +1058,13 @@ def user_frames(site: Site) -> list[StackEntry]:
             and fr.function not in ("_call_impl", "_wrapped_call_impl")]
 
 
+def entry_frame(site: Site) -> StackEntry | None:
+    """The frame of the compiled entry (the function torch.compile was given) in the site's stack."""
+    frames = user_frames(site)
+    i = len(frames) - site.nesting_depth
+    return frames[i] if 0 <= i < len(frames) else None
+
+
 def _region_split(site: Site, sites: Sequence[Site], root: str | None,
                   overlay: dict[str, str] | None) -> Iterator[Rewrite | Refusal]:
     """Strategy 3, the docs' g/h restructure: the compiled entry (a module's ``forward``)
@@ -1066,11 +1073,9 @@ def _region_split(site: Site, sites: Sequence[Site], root: str | None,
     the break's statements into a ``torch.compiler.disable`` method between them. The eager
     gap stays, now explicit, with no break event. Neighbouring top-level statements that hold
     other sites of the same entry join the gap (they would break in a compiled part)."""
-    frames = user_frames(site)
-    i = len(frames) - site.nesting_depth
-    if not 0 <= i < len(frames):
+    entry = entry_frame(site)
+    if entry is None:
         return
-    entry = frames[i]
     if not in_project(entry.file, root) or is_library(entry.file) or not os.path.isfile(entry.file):
         return
     source = _read(entry.file, overlay)
@@ -1095,8 +1100,8 @@ def _region_split(site: Site, sites: Sequence[Site], root: str | None,
         yield Refusal("region-split", f"{cls.name.value}.forward already has decorators; not splitting it")
         return
     body = list(func.body.body)
-    lines = {fr.line for s in sites for fr in user_frames(s)[len(user_frames(s)) - s.nesting_depth:][:1]
-             if fr.file == entry.file and fr.function == entry.function} | {entry.line}
+    lines = {fr.line for fr in map(entry_frame, sites)
+             if fr is not None and fr.file == entry.file and fr.function == entry.function} | {entry.line}
     holds = [any(_contains_line(st, ln, idx.pos) for ln in lines) for st in body]
     k = holds.index(True) if True in holds else -1
     if k < 0:
@@ -1177,13 +1182,13 @@ def _region_split(site: Site, sites: Sequence[Site], root: str | None,
                                  whitespace=cst.SimpleWhitespace("  "),
                                  comment=cst.Comment("# graphstitch fix: region split, these lines run eagerly")))
         new_func = func.with_changes(decorators=[deco], body=func.body.with_changes(body=glue))
-        code = swap_in(wrapper.module, {func: lambda upd: cst.FlattenSentinel([new_func, *new_methods])})
+        code = wrapper.module.visit(_Swap({func: cst.FlattenSentinel([new_func, *new_methods])})).code
         gap_lines = f"{idx.pos[gap[0]]}" + (f"–{idx.pos[gap[-1]]}" if len(gap) > 1 else "")
         return Rewrite("region-split", "split",
-                      f"region split: {cls.name.value}.forward runs line {gap_lines} eagerly, the rest compiles "
-                      "in separate methods",
-                      "the eager gap stays, explicit: no break event, one graph per compiled part",
-                      {entry.file: _add_import(code, "import torch")})
+                       f"region split: {cls.name.value}.forward runs line {gap_lines} eagerly, the rest compiles "
+                       "in separate methods",
+                       "the eager gap stays, explicit: no break event, one graph per compiled part",
+                       {entry.file: _add_import(code, "import torch")})
 
     first = build(j)
     yield first
@@ -1194,10 +1199,6 @@ def _region_split(site: Site, sites: Sequence[Site], root: str | None,
         longer = build(j + 1)
         if isinstance(longer, Rewrite):
             yield longer
-
-
-def swap_in(module: cst.Module, swaps: dict[cst.CSTNode, object]) -> str:
-    return module.visit(_Swap(swaps)).code
 
 
 def _contains_line(node: cst.CSTNode, line: int, pos: dict[cst.CSTNode, int]) -> bool:
