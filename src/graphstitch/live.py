@@ -346,8 +346,16 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
     writes = any(c in mode for c in "wax+") if isinstance(mode, str) else bool((flags or 0) & _WRITE_FLAGS)
     if writes and isinstance(path, (str, bytes, os.PathLike)):
         name = os.fsdecode(path)
-        if not name.endswith(".pyc") and "torchinductor" not in name:  # imports and compile caches, not the code's
+        if not _compiler_file(name):
             _WRITES[-1].append(f"file {os.path.basename(name)} {mode if isinstance(mode, str) else 'os.open'}")
+
+
+def _compiler_file(name: str) -> bool:
+    """Bytecode and compile caches (a recompile on the compiled side writes them): not the code's effects."""
+    caches = [os.environ.get(v) for v in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")]
+    full = os.path.abspath(name)
+    return name.endswith(".pyc") or "torchinductor" in name \
+        or any(c and full.startswith(os.path.abspath(c) + os.sep) for c in caches)
 
 
 @contextlib.contextmanager
