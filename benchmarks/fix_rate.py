@@ -27,9 +27,9 @@ from pathlib import Path
 
 from graphstitch.fix import run_fix
 from graphstitch.fix.candidates import Candidate
-from graphstitch.fix.copies import census_on_copy
-from graphstitch.fix.patches import WRITABLE_KINDS, plan_patch
+from graphstitch.fix.patches import WRITABLE_KINDS, planned_files
 from graphstitch.fix.trials import Fix, FixReport, evaluate
+from graphstitch.fix.workspace import Workspace
 from graphstitch.targets import Options
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,22 +44,14 @@ def expect_of(path: Path) -> str:
     return "?"
 
 
-def written_files(fix: Fix, report: FixReport, spec: str, root: str) -> dict[str, str] | None:
+def written_files(fix: Fix, report: FixReport, ws: Workspace) -> dict[str, str] | None:
     """The patch graphstitch would write for this fix, computed from the pristine files."""
-    if fix.rule is not None:
-        from graphstitch.fix.rewrites import proposals
-        site = next(s for s in report.sites if s.id == fix.site)
-        props, _ = proposals(site, root, target_file=spec.rpartition(":")[0], factory=spec.rpartition(":")[2],
-                             sites=report.sites)
-        rw = next((p for p in props if p.rule == fix.rule and p.label == fix.candidate), None)
-        return rw.files if rw else None
-    if fix.kind in WRITABLE_KINDS:
-        try:
-            path, _, new = plan_patch(fix.patches, fix.wrapped, spec.rpartition(":")[0], root)
-        except (LookupError, OSError, SyntaxError):
-            return None
-        return {path: new}
-    return None
+    if fix.rule is None and fix.kind not in WRITABLE_KINDS:
+        return None
+    try:
+        return planned_files(fix, report, ws)
+    except (LookupError, OSError, SyntaxError):
+        return None
 
 
 def main() -> int:
@@ -96,11 +88,12 @@ def main() -> int:
             if best is None:
                 outcomes.append("none")
                 continue
-            patch = written_files(best, report, spec, root)
+            ws = Workspace(spec, root, root)
+            patch = written_files(best, report, ws)
             status = best.strategy
             if patch is not None:
                 # Re-check from pristine: only this patch on an untouched copy of the project.
-                trial = census_on_copy(spec, opts, root, patch, a.timeout)
+                trial = ws.census(opts, patch, a.timeout)
                 again = evaluate(site, Candidate(best.kind, best.candidate, best.patches), report, trial)
                 if not again.verified:
                     outcomes.append(f"false-verified({best.strategy}: {'; '.join(again.why_not)[:120]})")

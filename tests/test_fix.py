@@ -15,6 +15,7 @@ from graphstitch.advice import PLAYBOOKS, STRATEGIES, advise, strategy_for
 from graphstitch.analysis import gb_registry
 from graphstitch.files import file_hash
 from graphstitch.fix import apply_best, run_fix
+from graphstitch.fix.workspace import Workspace
 from graphstitch.live import census_target
 from graphstitch.targets import Options
 
@@ -89,7 +90,7 @@ def test_item_config_and_opaque_ops_verify_nonstrict_moves_disable_moves():
     assert best is not None and best.candidate == "config capture_scalar_outputs=True"
     assert best.before.graphs > best.after.graphs == 1 and best.outputs_match
     # --diff: the config line goes after the target file's imports
-    diff, ok = apply_best(c, f"{TARGETS}/item_helper.py:factory", OPTS, write=False)
+    diff, ok = apply_best(c, Workspace.of(f"{TARGETS}/item_helper.py:factory"), OPTS, write=False)
     assert ok and "+torch._dynamo.config.capture_scalar_outputs = True  # graphstitch fix\n" in diff
     lines = diff.splitlines()
     assert lines[lines.index(" import torch") + 1] == "+torch._dynamo.config.capture_scalar_outputs = True  # graphstitch fix"
@@ -155,17 +156,17 @@ def test_diff_then_refusals(skipped_copy, monkeypatch):
     (f,) = c.fixes
     assert f.verified and f.candidate == "nonstrict_trace on salted()"
     monkeypatch.chdir(proj)
-    diff, ok = apply_best(c, "skipped_helper.py:factory", OPTS, write=False)
+    diff, ok = apply_best(c, Workspace.of("skipped_helper.py:factory"), OPTS, write=False)
     assert ok and "+@torch._dynamo.nonstrict_trace  # graphstitch fix\n def salted(h):" in diff
     # outside the target's project (another project's file, an installed package): refused
     from graphstitch.fix.patches import refuse_reason
-    assert "not inside the project" in refuse_reason(str(path), file_hash(str(path)), str(ROOT))
+    assert "is outside the project" in refuse_reason(str(path), file_hash(str(path)), str(ROOT))
     # changed since the census: refused, nothing written
     monkeypatch.chdir(proj)
     original = path.read_text()
     path.write_text(original + "\n# edited\n")
     try:
-        msg, ok = apply_best(c, "skipped_helper.py:factory", OPTS, write=True)
+        msg, ok = apply_best(c, Workspace.of("skipped_helper.py:factory"), OPTS, write=True)
         assert not ok and "changed since the census" in msg
         assert not (proj / "skipped_helper.py.graphstitch.bak").exists()
     finally:
@@ -184,7 +185,7 @@ def test_apply_refuses_when_the_patched_copy_does_not_verify(skipped_copy, monke
     path = proj / "skipped_helper.py"
     before = path.read_text()
     monkeypatch.chdir(proj)
-    msg, ok = apply_best(stale, "skipped_helper.py:factory", OPTS, write=True)
+    msg, ok = apply_best(stale, Workspace.of("skipped_helper.py:factory"), OPTS, write=True)
     call = marked_line(TARGETS / "skipped_helper.py", "CALL")
     assert not ok and msg.startswith("the patched copy did not verify: ")
     assert f"moved, not removed: new site GB0098 skipped_helper.py:{call}" in msg
@@ -199,7 +200,7 @@ def test_apply_keeps_read_only_sources_and_earlier_backups(skipped_copy, monkeyp
     monkeypatch.chdir(proj)
     path.chmod(0o444)
     try:
-        msg, ok = apply_best(c, "skipped_helper.py:factory", OPTS, write=True)
+        msg, ok = apply_best(c, Workspace.of("skipped_helper.py:factory"), OPTS, write=True)
         assert not ok and "is read-only (mode 444); not writing it" in msg
         assert path.read_bytes() == original and not list(proj.glob("*.graphstitch.bak*"))
     finally:
@@ -207,7 +208,7 @@ def test_apply_keeps_read_only_sources_and_earlier_backups(skipped_copy, monkeyp
     earlier = proj / "skipped_helper.py.graphstitch.bak"
     earlier.write_text("an earlier backup the user keeps")
     try:
-        msg, ok = apply_best(c, "skipped_helper.py:factory", OPTS, write=True)
+        msg, ok = apply_best(c, Workspace.of("skipped_helper.py:factory"), OPTS, write=True)
         assert ok, msg
         assert earlier.read_text() == "an earlier backup the user keeps"
         assert (proj / "skipped_helper.py.graphstitch.bak.2").read_bytes() == original
@@ -225,7 +226,7 @@ def test_apply_reverifies_writes_and_keeps_a_backup(skipped_copy, monkeypatch):
     original = path.read_text()
     assert file_hash(str(path)) == c.source_sha256[os.path.realpath(path)]
     monkeypatch.chdir(proj)
-    msg, ok = apply_best(c, "skipped_helper.py:factory", OPTS, write=True)
+    msg, ok = apply_best(c, Workspace.of("skipped_helper.py:factory"), OPTS, write=True)
     assert ok, msg
     assert (proj / "skipped_helper.py.graphstitch.bak").read_text() == original
     assert "@torch._dynamo.nonstrict_trace" in path.read_text()

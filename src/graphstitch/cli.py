@@ -638,30 +638,34 @@ def fix(target: str, json_path: str | None, jobs: int | None, backend: str, site
     """Try fixes for every break in TARGET, verify each, and rank the verified ones."""
     check_target(target)
     from .fix import apply_best, run_fix
+    from .fix.workspace import Workspace
     from .render import terminal
     opts = Options(backend=backend, grad=grad)
+    # The project fix may edit, and where its rules look: --project, [tool.graphstitch], the target's root.
+    mine = resolve_project(project)
+    ws = Workspace.of(target, mine)
     if fix_everything:
         from .fix.fixall import apply_all, fix_all
-        result, files = fix_all(target, opts, jobs=jobs or 2, timeout=timeout)
+        result, files = fix_all(target, opts, jobs=jobs or 2, timeout=timeout, project_root=ws.project)
         terminal.fix_all(result)
         if json_path:
             from .render import write_json
             write_json(result, json_path)
         if do_apply:
-            msg, ok = apply_all(result, files, target, opts, timeout=timeout)
+            msg, ok = apply_all(result, files, ws, opts, timeout=timeout)
             if not ok:
                 fail(msg, EXIT_FAIL)
             click.echo(msg)
         elif show_diff:
             if not result.verified:
-                fail("no verified combined patch: " + ("; ".join(result.why_not) or "no rewrite verified"), EXIT_FAIL)
+                fail("no verified combined patch: " + ("; ".join(result.why_not) or "no patch verified"), EXIT_FAIL)
             click.echo(result.patch, nl=False)
         return
-    report = run_fix(target, opts, jobs=jobs, timeout=timeout, kinds=set(kinds) or None,
+    report = run_fix(target, opts, jobs=jobs, timeout=timeout, kinds=set(kinds) or None, project_root=ws.project,
                      only=(lambda s: site_filter in f"{s.gb_id} {s.id.path}:{s.line}") if site_filter else None)
     if report.error and report.error.kind is ErrorKind.TARGET:
         fail(report.error.message)
-    with_owners(report, resolve_project(project))
+    with_owners(report, mine)
     more: tuple[Callable[[Any], None], ...] = (terminal.fixes,)
     if measure:
         from .fix.measure import measure_fixes
@@ -669,7 +673,7 @@ def fix(target: str, json_path: str | None, jobs: int | None, backend: str, site
         more += (terminal.measures,)
     _show(report, json_path, html_path=html_path, more=more)
     if show_diff or do_apply:
-        msg, ok = apply_best(report, target, opts, write=do_apply, timeout=timeout)
+        msg, ok = apply_best(report, ws, opts, write=do_apply, timeout=timeout)
         if not ok:
             fail(msg, EXIT_FAIL)
         click.echo(msg)

@@ -14,9 +14,12 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import io
 import os
 import stat
 import tempfile
+import tokenize
+from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -93,3 +96,46 @@ def _umask() -> int:
         p = os.path.join(d, "probe")
         os.close(os.open(p, os.O_CREAT | os.O_WRONLY, 0o777))
         return 0o777 & ~stat.S_IMODE(os.stat(p).st_mode)
+
+
+# ----------------------------------------------------------------------------- Python sources
+
+@dataclass(frozen=True)
+class SourceFormat:
+    """How a Python file is stored: its encoding (PEP 263 coding line or BOM), its line
+    endings. Patches are made on text with ``\\n`` endings and stored back in this format,
+    so a patched file keeps what the user chose (tabs and the final newline are the text's
+    own and survive as they are)."""
+    encoding: str = "utf-8"
+    bom: bool = False
+    newline: str = "\n"
+
+
+def read_source(path: str | os.PathLike[str]) -> tuple[str, SourceFormat]:
+    """A Python file's text (``\\n`` line endings) and its format. Raises OSError, or
+    SyntaxError for a file Python itself could not decode (one line)."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
+        text = raw.decode(encoding)
+    except (SyntaxError, LookupError, UnicodeDecodeError) as e:
+        raise SyntaxError(f"{path}: cannot decode as Python source ({str(e).splitlines()[0][:120]})") from None
+    bom = encoding == "utf-8-sig"
+    if bom:
+        text = text.removeprefix("\ufeff")
+        encoding = "utf-8"
+    newline = "\r\n" if "\r\n" in text else ("\r" if "\r" in text else "\n")
+    return text.replace("\r\n", "\n").replace("\r", "\n"), SourceFormat(encoding, bom, newline)
+
+
+def source_text(path: str | os.PathLike[str]) -> str:
+    """A Python file's text, ``\\n`` line endings (see :func:`read_source`)."""
+    return read_source(path)[0]
+
+
+def encode_source(text: str, fmt: SourceFormat) -> bytes:
+    """TEXT (``\\n`` endings) stored in FMT. Raises UnicodeEncodeError when a patch added a
+    character the file's encoding cannot hold."""
+    body = text.replace("\n", fmt.newline) if fmt.newline != "\n" else text
+    return (b"\xef\xbb\xbf" if fmt.bom else b"") + body.encode(fmt.encoding)

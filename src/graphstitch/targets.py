@@ -9,6 +9,8 @@ worker) is ``worker.py``'s business.
 from __future__ import annotations
 
 import importlib
+import importlib.abc
+import importlib.machinery
 import importlib.util
 import os
 import sys
@@ -19,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .jsonio import to_json
-from .paths import identity_path, project_root
+from .paths import identity_path, is_library, project_root
 
 DEMO = "graphstitch.demo:demo"
 Call = tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]
@@ -57,6 +59,9 @@ class Options:
     reference: str | None = None
     # `census --fullgraph-semantics`: the configs fullgraph=True implies (live.FULLGRAPH_CONFIG).
     fullgraph_semantics: bool = False
+    # A `fix` workspace: original file -> its patched copy, imported in its place (see
+    # :func:`use_overlay`); the original code (``reference``) is loaded before it.
+    overlay: dict[str, str] = field(default_factory=dict)
 
     def as_config(self) -> dict[str, Any]:
         cfg: dict[str, Any] = {"backend": self.backend, "nested_graph_breaks": self.nested_graph_breaks,
@@ -114,13 +119,79 @@ def target_key(spec: str, root: str | None = None) -> str:
     return spec
 
 
+# ------------------------------------------------------------------------- the fix overlay
+# A `fix` trial runs the user's project with some files patched. The patched texts live in a
+# temp folder; this finder makes every import of an original file load its patched copy
+# instead, under the same module name and package path, however the project is laid out (src
+# layouts, namespace packages, relative imports, a checkout on PYTHONPATH, an editable
+# install). ``overlay_leaks`` then proves nothing imported an original.
+
+_OVERLAY: dict[str, str] = {}     # realpath of an original file -> its patched copy
+
+
+class _OverlayFinder(importlib.abc.MetaPathFinder):
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        if not _OVERLAY:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec: importlib.machinery.ModuleSpec | None = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        copy = _OVERLAY.get(os.path.realpath(spec.origin)) if spec.origin and os.path.isabs(spec.origin) else None
+        if copy is None:
+            return spec
+        return importlib.util.spec_from_file_location(fullname, copy,
+                                                      submodule_search_locations=spec.submodule_search_locations)
+
+
+_FINDER = _OverlayFinder()
+
+
+def use_overlay(files: dict[str, str]) -> None:
+    """From now on, importing an original file of FILES (original -> patched copy) loads
+    the copy. Modules already imported are not touched (see :func:`forget_modules`)."""
+    _OVERLAY.clear()
+    _OVERLAY.update({os.path.realpath(k): v for k, v in files.items()})
+    if _FINDER not in sys.meta_path:
+        sys.meta_path.insert(0, _FINDER)
+
+
+def overlay_leaks() -> list[str]:
+    """Modules imported from an original file the overlay replaces (their code would run
+    unpatched): must be empty for a trial to mean anything."""
+    return sorted(name for name, m in list(sys.modules.items())
+                  if (f := getattr(m, "__file__", None)) and os.path.realpath(f) in _OVERLAY)
+
+
+def forget_modules(names: set[str], overlay: dict[str, str]) -> None:
+    """Drop from sys.modules what the original target imported that a patched run must
+    import again: the user's own modules, every module a patched file replaces, and, for a
+    patched file inside an installed library, that whole library (its other modules hold
+    the original's objects)."""
+    patched = {os.path.realpath(p) for p in overlay}
+    tops: set[str] = set()
+    for name in names:
+        f = getattr(sys.modules.get(name), "__file__", None)
+        if f and os.path.realpath(f) in patched and is_library(f):
+            tops.add(name.partition(".")[0])
+    for name in names:
+        f = getattr(sys.modules.get(name), "__file__", None)
+        if f and (not is_library(f) or os.path.realpath(f) in patched or name.partition(".")[0] in tops):
+            del sys.modules[name]
+
+
 def load_factory(spec: str) -> Callable[[], Any]:
     where, name, path = check_spec(spec)
     if path is not None:
         modname = path.stem
         # Dynamo re-imports the module while tracing: it must be findable in sys.modules.
         sys.path.insert(0, str(path.parent))
-        loader_spec = importlib.util.spec_from_file_location(modname, path)
+        # A patched target file loads from its copy (the original's folder stays on the path).
+        loader_spec = importlib.util.spec_from_file_location(modname, _OVERLAY.get(str(path), path))
         if loader_spec is None or loader_spec.loader is None:
             raise TargetError(f"cannot load {where} as a Python module")
         module = importlib.util.module_from_spec(loader_spec)

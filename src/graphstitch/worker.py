@@ -307,26 +307,27 @@ def census_job(job: Job, ctx: Context) -> tuple[int, Any]:
 
 def job_calls(job: Job) -> tuple[list[Any] | ErrorInfo, Callable[[], list[Any]] | None]:
     """The TARGET's calls (an ErrorInfo when its factory exited), and with
-    ``options.reference`` (a patched copy checked against the original) what makes the
-    original's calls. Raises TargetError for a bad target."""
+    ``options.reference`` (a `fix` workspace: the project with ``options.overlay`` patched)
+    what makes the original's calls. Raises TargetError for a bad target."""
     from .live import load_calls
-    from .targets import load_factory
+    from .targets import TargetError, forget_modules, load_factory, overlay_leaks, use_overlay
     assert job.spec is not None
     if not job.options.reference:
         return load_calls(job.spec), None
-    # The reference loads first: the patched module, loaded second, is the one in
-    # sys.modules under their common name (Dynamo re-imports it while tracing).
+    # The original loads first, then its modules are forgotten (it keeps them through its
+    # globals) and the overlay makes every import of a patched file load the patched copy.
     before = set(sys.modules)
     ref_factory = load_factory(job.options.reference)
-    # The user's own modules the original imported are forgotten (the original keeps
-    # them through its globals), so the patched target imports the patched copies.
-    from .paths import is_library
-    for name in set(sys.modules) - before:
-        f = getattr(sys.modules[name], "__file__", None)
-        if f and not is_library(f):
-            del sys.modules[name]
+    forget_modules(set(sys.modules) - before, job.options.overlay)
+    use_overlay(job.options.overlay)
+    patched = load_factory(job.spec)
     ref = functools.partial(_seeded_calls, ref_factory, job.options.reference)
-    return _seeded_calls(load_factory(job.spec), job.spec), ref
+    calls = _seeded_calls(patched, job.spec)
+    leaks = overlay_leaks()
+    if leaks:
+        raise TargetError("the patched copy is not what ran: " + ", ".join(leaks[:5])
+                          + " imported from the original files (loaded outside Python's import system?)")
+    return calls, ref
 
 
 def census_of_calls(job: Job, ctx: Context, calls: list[Any] | ErrorInfo, target: str | None, *,

@@ -13,7 +13,7 @@ from ..jsonio import to_json
 from ..model import Site, StackEntry
 from ..paths import in_project
 from ..targets import Patches, Wrap
-from .rewrites import Rewrite, user_frames
+from .rules import Rewrite, is_scope_frame, user_frames
 
 # Least invasive first: how ranking breaks ties between verified candidates.
 INVASIVENESS = {"config": 1, "nonstrict_trace": 2, "leaf_function": 3,
@@ -99,7 +99,9 @@ def _wrap_targets(site: Site, root: str | None) -> list[StackEntry]:
     count (its depth is the site's nesting_depth); the entry itself is never wrapped."""
     frames = user_frames(site)
     inner = frames[len(frames) - site.nesting_depth + 1:] if site.nesting_depth > 1 else []
-    inner = [fr for fr in inner if os.path.isfile(fr.file) and fr.function not in ("?", "<module>")]
+    # A comprehension's or lambda's own frame cannot be wrapped: its function holds the site.
+    inner = [fr for fr in inner if os.path.isfile(fr.file) and fr.function not in ("?", "<module>")
+             and not is_scope_frame(fr.function)]
     if not inner:
         return []
     out = [inner[-1]]

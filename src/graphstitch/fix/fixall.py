@@ -1,8 +1,13 @@
-"""`graphstitch fix TARGET --all`: apply verified source patches site by site (rewrites first;
-for a site no rewrite fixes, config flags and hatches written as source), on a copy,
-re-running the census after each (a fix can reveal the next break), to a fixed point; then
-re-verify the combined patch from the pristine files before `--diff` / `--apply` use it.
-No torch import."""
+"""`graphstitch fix TARGET --all`: apply verified source patches site by site, in the
+workspace, re-running the census after each (a fix can reveal the next break), to a fixed
+point; then re-verify the combined patch from the pristine files before `--diff` /
+`--apply` use it. No torch import.
+
+Per site: rewrites, caller moves, extracts and region splits first; a site none of them
+fixes gets its config flags and hatches next, written as source lines. A site *uncovered*
+by a fix (code Dynamo never traced before, past a break that made it skip a frame) is
+progress, not a moved break: it is reported as uncovered and fixed in turn.
+"""
 
 from __future__ import annotations
 
@@ -14,26 +19,27 @@ from typing import ClassVar
 
 from .. import worker
 from ..changes import diff, site_label
-from ..files import file_hash
+from ..files import file_hash, source_text
 from ..model import Census, Site
 from ..paths import in_project, short_path
-from ..targets import Options, Patches, target_file, target_root
+from ..targets import Options, Patches, target_file
 from .candidates import Candidate, candidates
-from .copies import census_job, census_on_copy, old_text
-from .patches import WRITABLE_KINDS, plan_patch, unified_diff, write_files
-from .rewrites import Rewrite, proposals
-from .trials import Counts, Fix, evaluate, rank
+from .patches import WRITABLE_KINDS, patch_text, plan_patch, write_files
+from .rules import Rewrite, proposals
+from .trials import Counts, Fix, evaluate, rank, same_break, uncovered, untraced_code
+from .workspace import Workspace
 
 
 @dataclass
 class Step:
-    """One verified rewrite applied by `--all`."""
+    """One verified patch applied by `--all`."""
     label: str            # the site, "GBxxxx path:line" (lines of the text it was applied to)
     candidate: str
     strategy: str
     rule: str | None
     tradeoff: str
     graphs: int           # graphs after this step
+    uncovered: list[str] = field(default_factory=list)   # sites this step revealed (never traced before)
 
 
 @dataclass
@@ -44,11 +50,12 @@ class FixAll:
     start: Counts
     final: Counts
     steps: list[Step] = field(default_factory=list)
-    remaining: list[str] = field(default_factory=list)   # sites left, with why no rewrite was verified
+    remaining: list[str] = field(default_factory=list)   # sites left, with why no patch was verified
     verified: bool = False                               # the combined patch, re-checked from pristine files
     why_not: list[str] = field(default_factory=list)
     patch: str = ""                                      # one unified diff of every changed file
     source_sha256: dict[str, str] = field(default_factory=dict)
+    uncovered: list[str] = field(default_factory=list)   # sites found in code the first census never traced
 
     @property
     def schema(self) -> str:
@@ -56,15 +63,18 @@ class FixAll:
 
 
 def combined_check(base: Census, final: Census) -> list[str]:
-    """Why the combined patch is not verified (empty: it is): it must not add a site or a
-    skipped frame, and outputs and printed/logged output must equal the original's."""
+    """Why the combined patch is not verified (empty: it is): it must not add a site (but one
+    in code the base never traced) or a skipped frame, and outputs and printed/logged output
+    must equal the original's."""
     why: list[str] = []
     if final.error:
         why.append(f"error ({final.error.kind.value}): {final.error.headline[:200]}")
         return why
     d = diff(base, final)
-    if d.new_sites:
-        why.append("new site " + ", ".join(site_label(s.id, s.line) for s in d.new_sites))
+    hidden = untraced_code(base)
+    moved = [s for s in d.new_sites if not uncovered(base, s, hidden) and not any(same_break(s, b) for b in base.sites)]
+    if moved:
+        why.append("new site " + ", ".join(site_label(s.id, s.line) for s in moved))
     if d.new_skipped:
         why.append("new skipped frame " + ", ".join(f.function for f in d.new_skipped))
     if not (final.outputs_match_eager and final.checks.fresh_outputs_match):
@@ -79,11 +89,12 @@ def fix_all(spec: str, opts: Options, *, jobs: int = 2, timeout: float | None = 
             project_root: str | None = None, max_rounds: int = 12) -> tuple[FixAll, dict[str, str]]:
     """The fixed point, and the combined patch as path -> new text."""
     opts = dataclasses.replace(opts, fresh=True, patches=None)
-    root = project_root or target_root(spec)
+    ws = Workspace.of(spec, project_root)
     tfile = target_file(spec)
     factory = spec.rpartition(":")[2]
-    base = worker.run(census_job(spec, opts, root), timeout=timeout).census
-    hashes = {os.path.realpath(s.file): file_hash(s.file) for s in base.sites if os.path.isfile(s.file)}
+    base = worker.run(ws.job(opts), timeout=timeout).census
+    hashes = {os.path.realpath(f): file_hash(f) for s in base.sites for f in {s.file, *(fr.file for fr in s.stack)}
+              if os.path.isfile(f)}
     if tfile:
         hashes[tfile] = file_hash(tfile)
     out = FixAll(spec, Counts.of(base), Counts.of(base), source_sha256=hashes)
@@ -92,78 +103,87 @@ def fix_all(spec: str, opts: Options, *, jobs: int = 2, timeout: float | None = 
         return out, {}
     overlay: dict[str, str] = {}
     cur = base
-    hopeless: dict[str, str] = {}       # site identity text -> why no patch verified
-    # A site whose rewrites all failed gets config flags and hatches next, written as source.
-    second: dict[str, str] = {}         # site identity text -> why no rewrite verified
-    for _ in range(max_rounds):
+    done: dict[str, str] = {}        # site identity text -> why nothing verified (rewrites, then flags and hatches)
+    flags_next: dict[str, str] = {}  # site identity text -> why no rewrite verified: its flags and hatches come next
+    rounds = 0
+
+    def read_patched(path: str) -> str:   # the text the current census's lines refer to
+        return overlay[path] if path in overlay else source_text(path)
+
+    for rounds in range(1, max_rounds + 1):  # noqa: B007 - read after the loop
         pairs: list[tuple[Site, Candidate]] = []
+        second: set[str] = set()     # sites whose candidates this round are flags and hatches
         for s in cur.sites:
             key = str(s.id)
-            if key in hopeless:
+            if key in done:
                 continue
-            if key in second:
-                more = _written_candidates(s, root, tfile, overlay)
-                if not more:
-                    hopeless[key] = second[key] + "; no config flag or hatch to write"
-                pairs += [(s, c) for c in more]
-                continue
-            props, refused = proposals(s, root, target_file=tfile, factory=factory, overlay=overlay,
-                                       sites=cur.sites)
-            if not props:
-                second[key] = "; ".join(r.reason for r in refused) or "no rewrite rule matches"
-                more = _written_candidates(s, root, tfile, overlay)
-                if not more:
-                    hopeless[key] = second[key]
-                pairs += [(s, c) for c in more]
-            pairs += [(s, Candidate(p.strategy, p.label, Patches(), p)) for p in props]
+            if key not in flags_next:
+                props, refused = proposals(s, ws.project, target_file=tfile, factory=factory, overlay=overlay,
+                                           sites=cur.sites)
+                props = [p for p in props if not p.upstream]   # `--all` writes the project only
+                if props:
+                    pairs += [(s, Candidate(p.strategy, p.label, Patches(), p)) for p in props]
+                    continue
+                flags_next[key] = "; ".join(dict.fromkeys(r.reason for r in refused)) or "no rewrite rule matches"
+            more = _written_candidates(s, ws, tfile, overlay)
+            if not more:
+                done[key] = flags_next[key] + "; no config flag or hatch to write"
+            second.add(key)
+            pairs += [(s, c) for c in more]
         if not pairs:
             break
 
         def trial(sc: tuple[Site, Candidate], cur: Census = cur) -> tuple[Fix, Census]:
             s, c = sc
             assert c.rewrite is not None
-            t = census_on_copy(spec, opts, root, {**overlay, **c.rewrite.files}, timeout, map_lines=False)
-            return evaluate(s, c, cur, t), t
+            t = ws.census(opts, {**overlay, **c.rewrite.files}, timeout, map_lines=False)
+            return evaluate(s, c, cur, t, read=read_patched), t
 
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as ex:
             results = list(ex.map(trial, pairs))
         ranked = rank([f for f, _ in results])
         best = next((f for f in ranked if f.verified), None)
         for s in {p[0].id: p[0] for p in pairs}.values():
-            if not any(f.verified for f in ranked if f.site == s.id):
-                why = "; ".join(sorted({w for f in ranked if f.site == s.id for w in f.why_not}))[:300]
-                if str(s.id) in second:
-                    hopeless[str(s.id)] = why
-                else:
-                    second[str(s.id)] = why
+            key = str(s.id)
+            if any(f.verified for f in ranked if f.site == s.id):
+                continue
+            why = "; ".join(sorted({w for f in ranked if f.site == s.id for w in f.why_not}))[:300]
+            if key in second:
+                done[key] = f"{flags_next[key]}; {why}"
+            else:
+                flags_next[key] = why
         if best is None:
-            break
+            continue   # sites whose rewrites failed this round get their flags and hatches next
         i = next(k for k, (f, _) in enumerate(results) if f is best)
         cand = pairs[i][1]
         assert cand.rewrite is not None
         overlay.update(cand.rewrite.files)
         cur = results[i][1]
-        out.steps.append(Step(best.label, best.candidate, best.strategy, best.rule, best.tradeoff, cur.graph_count))
-    out.remaining = [f"{site_label(s.id, s.line)}: {hopeless.get(str(s.id), 'not tried (round limit)')}"
+        out.steps.append(Step(best.label, best.candidate, best.strategy, best.rule, best.tradeoff, cur.graph_count,
+                              best.uncovered))
+        out.uncovered += best.uncovered
+    limit = rounds >= max_rounds
+    out.remaining = [f"{site_label(s.id, s.line)}: "
+                     + done.get(str(s.id), "not tried: the round limit was reached" if limit else "not tried")
                      for s in cur.sites]
-    out.patch = "".join(unified_diff(p, old_text(p), t) for p, t in overlay.items())
+    out.patch = patch_text(overlay)
     if overlay:
-        final = census_on_copy(spec, opts, root, overlay, timeout)   # from the pristine files
+        final = ws.census(opts, overlay, timeout)   # from the pristine files
         out.final = Counts.of(final)
         out.why_not = combined_check(base, final)
         out.verified = not out.why_not
     return out, overlay
 
 
-def _written_candidates(site: Site, root: str, tfile: str | None, overlay: dict[str, str]) -> list[Candidate]:
+def _written_candidates(site: Site, ws: Workspace, tfile: str | None, overlay: dict[str, str]) -> list[Candidate]:
     """The site's config flags and hatches on project functions, each as a source patch of
     the (already patched) files: `--all` writes every step it takes."""
     out = []
-    for c in candidates(site, root):
-        if c.kind not in WRITABLE_KINDS or tfile is None or (c.patches.wrap and not in_project(c.patches.wrap.file, root)):
+    for c in candidates(site, ws.project):
+        if c.kind not in WRITABLE_KINDS or tfile is None or (c.patches.wrap and not in_project(c.patches.wrap.file, ws.project)):
             continue  # a library wrap needs the trial's module:qualname first
         try:
-            path, _, new = plan_patch(c.patches, None, tfile, root, overlay)
+            path, _, new = plan_patch(c.patches, None, site, tfile, ws.project, overlay)
         except (LookupError, OSError, SyntaxError):
             continue
         out.append(Candidate(c.kind, c.label, Patches(), Rewrite(c.kind, c.strategy, c.label, c.tradeoff,
@@ -171,20 +191,22 @@ def _written_candidates(site: Site, root: str, tfile: str | None, overlay: dict[
     return out
 
 
-def apply_all(result: FixAll, files: dict[str, str], spec: str, opts: Options, *, timeout: float | None = None,
-              project_root: str | None = None) -> tuple[str, bool]:
+def apply_all(result: FixAll, files: dict[str, str], ws: Workspace, opts: Options, *,
+              timeout: float | None = None) -> tuple[str, bool]:
     """Write the combined patch of `--all` (re-verified once more from the files on disk)."""
     if not files:
-        return "no verified rewrite to apply", False
+        return "no verified patch to apply", False
     if not result.verified:
         return "the combined patch did not verify: " + "; ".join(result.why_not), False
-    root = project_root or target_root(spec)
     opts = dataclasses.replace(opts, fresh=True, patches=None)
 
     def check() -> list[str]:
-        base = worker.run(census_job(spec, opts, root), timeout=timeout).census
-        return combined_check(base, census_on_copy(spec, opts, root, files, timeout))
-    why, ok = write_files(files, result.source_sha256, root, check)
+        base = worker.run(ws.job(opts), timeout=timeout).census
+        return combined_check(base, ws.census(opts, files, timeout))
+    why, ok = write_files(files, result.source_sha256, ws.project, check)
     if not ok:
         return why or "not applied", False
-    return f"applied {len(result.steps)} rewrite(s) to " + ", ".join(short_path(p) for p in files) + f" ({why})", True
+    kinds = sorted({s.strategy for s in result.steps})
+    return (f"applied {len(result.steps)} verified patch(es) ({', '.join(kinds)}) to "
+            + ", ".join(short_path(p) for p in files) + f" ({why})"), True
+

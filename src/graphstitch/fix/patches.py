@@ -1,22 +1,29 @@
-"""Making a verified fix permanent: the source patch (`fix --diff`), re-verified on a patched
-copy and written without losing anything the user owns (`fix --apply`). No torch import."""
+"""Making a verified fix permanent: the source patch (`fix --diff`), re-verified in the
+workspace and written without losing anything the user owns (`fix --apply`). No torch import.
+
+A patch lands where the user's code runs, not in the factory graphstitch imports: a config
+line goes into the module that holds the site (or, for a site in a library, the user's
+module that calls into it); a decorator onto the user's function; a library function is
+wrapped from the user's module that calls it. Files keep their encoding, BOM, line endings,
+indentation and final newline (``files.read_source`` / ``encode_source``).
+"""
 
 from __future__ import annotations
 
 import ast
 import contextlib
-import difflib
 import os
 import re
 from collections.abc import Callable, Mapping
 
-from ..files import WriteRefused, atomic_write, check_writable, file_hash
+from ..files import WriteRefused, atomic_write, check_writable, encode_source, file_hash, read_source, source_text
+from ..model import Site
 from ..paths import in_project, short_path
-from ..targets import Options, Patches, target_file, target_root
+from ..targets import Options, Patches, target_file
 from .candidates import Candidate
-from .copies import census_on_copy, old_text
-from .rewrites import proposals
+from .rules import proposals, user_frames
 from .trials import Fix, FixReport, evaluate
+from .workspace import Workspace, unified_diff
 
 WRITABLE_KINDS = ("config", "nonstrict_trace", "disable")
 
@@ -27,27 +34,33 @@ def writable(fix: Fix) -> bool:
 
 
 def best(report: FixReport) -> Fix | None:
-    """The first (best-ranked) verified fix graphstitch can write as plain source."""
-    return next((f for f in report.fixes if f.verified and writable(f)), None)
+    """The first (best-ranked) verified fix graphstitch can write into the project."""
+    return next((f for f in report.fixes if f.verified and writable(f) and not f.upstream), None)
 
 
-def planned_files(fix: Fix, report: FixReport, spec: str, root: str) -> dict[str, str]:
+def best_upstream(report: FixReport) -> Fix | None:
+    """The best verified patch to a file outside the project (a library's): to send upstream."""
+    return next((f for f in report.fixes if f.verified and f.upstream), None)
+
+
+def planned_files(fix: Fix, report: FixReport, ws: Workspace) -> dict[str, str]:
     """path -> new text of the patch for this fix, computed from the files as they are now
     (a rewrite is proposed again by its rule; a file changed since the census is refused
     later by its hash)."""
-    tfile = target_file(spec)
+    tfile = target_file(ws.spec)
     if tfile is None:
-        raise LookupError(f"cannot find the source file of {spec}")
+        raise LookupError(f"cannot find the source file of {ws.spec}")
+    site = next((s for s in report.sites if s.id == fix.site), None)
+    if site is None:
+        raise LookupError(f"the census has no site {fix.label}")
     if fix.rule is not None:
-        site = next((s for s in report.sites if s.id == fix.site), None)
-        if site is None:
-            raise LookupError(f"the census has no site {fix.label}")
-        props, _ = proposals(site, root, target_file=tfile, factory=spec.rpartition(":")[2], sites=report.sites)
+        props, _ = proposals(site, ws.project, target_file=tfile, factory=ws.spec.rpartition(":")[2],
+                             sites=report.sites)
         rw = next((p for p in props if p.rule == fix.rule and p.label == fix.candidate), None)
         if rw is None:
             raise LookupError(f"the rewrite {fix.candidate!r} no longer applies to {short_path(site.file)}")
         return rw.files
-    path, _, new = plan_patch(fix.patches, fix.wrapped, tfile, root)
+    path, _, new = plan_patch(fix.patches, fix.wrapped, site, tfile, ws.project)
     return {path: new}
 
 
@@ -64,38 +77,51 @@ def _after_imports(tree: ast.Module) -> int:
     return idx
 
 
-def _config_lines(patches: Patches) -> list[str]:
-    out = []
+def _config_lines(patches: Patches) -> tuple[list[str], list[str]]:
+    """(config lines, modules they need imported)."""
+    out, needs = [], []
     for k, v in patches.config.items():
         if isinstance(v, list):  # a set of functions: added to, never replaced (other modules add theirs)
-            names = ", ".join(n.replace("builtins.", "") for n in v)
-            out.append(f"torch._dynamo.config.{k}.update({{{names}}})  # graphstitch fix")
+            names = [n.replace("builtins.", "") for n in v]
+            needs += [n.split(".")[0] for n in names if "." in n]
+            out.append(f"torch._dynamo.config.{k}.update({{{', '.join(names)}}})  # graphstitch fix")
         else:
             out.append(f"torch._dynamo.config.{k} = {v!r}  # graphstitch fix")
-    return out
+    return out, list(dict.fromkeys(needs))
 
 
-def plan_patch(patches: Patches, wrapped: str | None, tfile: str, root: str | None,
+def home_file(site: Site, tfile: str, root: str | None) -> str:
+    """Where a config line for SITE goes: the project module that holds it, else the
+    innermost project module on its stack (the user's code calling into a library), else the
+    target file. The user's own script imports that module before it compiles anything."""
+    for f in [site.file, *(fr.file for fr in reversed(user_frames(site)))]:
+        if in_project(f, root) and os.path.isfile(f):
+            return f
+    return tfile
+
+
+def plan_patch(patches: Patches, wrapped: str | None, site: Site, tfile: str, root: str | None,
                texts: Mapping[str, str] | None = None) -> tuple[str, str, str]:
     """(file to edit, old text, new text) that makes a config/hatch candidate permanent.
-    Config lines go at the top of the target file; a decorator goes on the user's function;
-    a function outside the project (a library; ``wrapped`` is its module:qualname, as the
-    trial found it) is wrapped from the target file instead. ``texts`` (path -> text) stand
-    for files already patched (`fix --all`)."""
+    Config lines go after the imports of the site's module (``home_file``); a decorator goes
+    on the user's function; a function outside the project (a library; ``wrapped`` is its
+    module:qualname, as the trial found it) is wrapped from the user's module that calls it.
+    ``texts`` (path -> text) stand for files already patched (`fix --all`)."""
     wrap = patches.wrap
-    path = wrap.file if wrap and in_project(wrap.file, root) else tfile
-    if texts and path in texts:
-        old = texts[path]
-    else:
-        with open(path, encoding="utf-8") as f:
-            old = f.read()
+    path = wrap.file if wrap and in_project(wrap.file, root) else home_file(site, tfile, root)
+    old = texts[path] if texts and path in texts else source_text(path)
     lines = old.splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
     tree = ast.parse(old)
-    needs_torch = not re.search(r"^import torch\b", old, re.M)
     top = _after_imports(tree)
-    torch_line = ["import torch\n"] if needs_torch else []
+
+    def imports(mods: list[str]) -> list[str]:
+        return [f"import {m}\n" for m in ["torch", *mods] if not re.search(rf"^import {re.escape(m)}\b", old, re.M)]
+
     if wrap is None:
-        return path, old, "".join(lines[:top] + torch_line + [ln + "\n" for ln in _config_lines(patches)] + lines[top:])
+        cfg, needs = _config_lines(patches)
+        return path, old, _keep_end(old, "".join(lines[:top] + imports(needs) + [ln + "\n" for ln in cfg] + lines[top:]))
     hatch = {"nonstrict_trace": "torch._dynamo.nonstrict_trace", "disable": "torch.compiler.disable"}[wrap.how]
     if path == wrap.file:
         node = next((n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
@@ -103,23 +129,22 @@ def plan_patch(patches: Patches, wrapped: str | None, tfile: str, root: str | No
         if node is None:
             raise LookupError(f"cannot find {wrap.function}() in {path}")
         first = min([d.lineno for d in node.decorator_list] + [node.lineno]) - 1
-        m = re.match(r"\s*", lines[node.lineno - 1])
+        m = re.match(r"[ \t]*", lines[node.lineno - 1])
         indent = m.group(0) if m else ""
         new_lines = lines[:first] + [f"{indent}@{hatch}  # graphstitch fix\n"] + lines[first:]
-        return path, old, "".join(new_lines[:top] + torch_line + new_lines[top:])
+        return path, old, _keep_end(old, "".join(new_lines[:top] + imports([]) + new_lines[top:]))
     mod, _, qual = (wrapped or "").partition(":")
     if not mod:
         raise LookupError("the trial did not say which function it wrapped")
     obj = f"{mod}.{qual}"
-    add = torch_line + [f"import {mod}  # graphstitch fix: wrap a library function from your code\n",
-                        f"{obj} = {hatch}({obj})  # graphstitch fix\n"]
-    return path, old, "".join(lines[:top] + add + lines[top:])
+    add = imports([]) + [f"import {mod}  # graphstitch fix: wrap a library function from your code\n",
+                         f"{obj} = {hatch}({obj})  # graphstitch fix\n"]
+    return path, old, _keep_end(old, "".join(lines[:top] + add + lines[top:]))
 
 
-def unified_diff(path: str, old: str, new: str) -> str:
-    rel = short_path(path)
-    return "".join(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
-                                        fromfile=f"a/{rel}", tofile=f"b/{rel}"))
+def _keep_end(old: str, new: str) -> str:
+    """NEW ends as OLD does (with or without a final newline)."""
+    return new if old.endswith("\n") or not new.endswith("\n") else new[:-1]
 
 
 def _free_backup_name(path: str) -> str:
@@ -133,7 +158,7 @@ def _free_backup_name(path: str) -> str:
 
 def refuse_reason(path: str, expected_hash: str | None, root: str | None) -> str | None:
     if not in_project(path, root):
-        return f"{path} is not inside the project ({root}) or is an installed package; not editing it"
+        return f"{short_path(path)} is outside the project {root}; not editing it (--project names the project)"
     if expected_hash is None or file_hash(path) != expected_hash:
         return f"{path} changed since the census; run `graphstitch fix` again"
     try:
@@ -143,23 +168,23 @@ def refuse_reason(path: str, expected_hash: str | None, root: str | None) -> str
     return None
 
 
-def reverify(fix: Fix, report: FixReport, spec: str, opts: Options, files: dict[str, str], root: str,
+def reverify(fix: Fix, report: FixReport, ws: Workspace, opts: Options, files: dict[str, str],
              timeout: float | None) -> Fix:
-    """Census a copy of the project with the patch applied and evaluate it like a trial."""
+    """Census the workspace with the patch applied and evaluate it like a trial."""
     site = next((s for s in report.sites if s.id == fix.site), None)
     if site is None:
         raise LookupError(f"the census has no site {fix.label}")
-    trial = census_on_copy(spec, opts, root, files, timeout)
+    trial = ws.census(opts, files, timeout)
     return evaluate(site, Candidate(fix.kind, fix.candidate, fix.patches), report, trial)
 
 
 def write_files(files: dict[str, str], hashes: dict[str, str], root: str,
                 check: Callable[[], list[str]]) -> tuple[str | None, bool]:
     """Write a verified patch (several files): every file refused first if it changed since
-    the census (hash), is outside the project or is not writable; ``check`` re-verifies on a
-    copy (reasons, empty when verified); then each file is written atomically after its
-    ``.graphstitch.bak`` (never over an earlier backup). Returns (refusal, False) or
-    ("backup: NAMES", True)."""
+    the census (hash), is outside the project or is not writable; ``check`` re-verifies in
+    the workspace (reasons, empty when verified); then each file is written atomically, in
+    its own encoding and line endings, after its ``.graphstitch.bak`` (never over an earlier
+    backup). Returns (refusal, False) or ("backup: NAMES", True)."""
     def refusal() -> str | None:
         for path in files:
             why = refuse_reason(path, hashes.get(os.path.realpath(path)), root)
@@ -169,6 +194,12 @@ def write_files(files: dict[str, str], hashes: dict[str, str], root: str,
     why = refusal()
     if why:
         return why, False
+    encoded: dict[str, bytes] = {}
+    for path, new in files.items():
+        try:
+            encoded[path] = encode_source(new, read_source(path)[1])
+        except (UnicodeError, SyntaxError, OSError) as e:
+            return f"cannot write {short_path(path)} in its own encoding: {e}", False
     try:
         reasons = check()
     except LookupError as e:
@@ -180,13 +211,14 @@ def write_files(files: dict[str, str], hashes: dict[str, str], root: str,
         return why, False
     done: list[str] = []
     backups: list[str] = []
-    for path, new in files.items():
+    for path, data in encoded.items():
         backup = _free_backup_name(path)
-        old = old_text(path)
+        with open(path, "rb") as f:
+            old = f.read()
         try:
             atomic_write(backup, old)
             os.chmod(backup, os.stat(path).st_mode & 0o7777)
-            atomic_write(path, new)
+            atomic_write(path, data)
         except (WriteRefused, OSError) as e:
             with contextlib.suppress(OSError):
                 os.unlink(backup)  # ours: the name was free before this write
@@ -196,23 +228,36 @@ def write_files(files: dict[str, str], hashes: dict[str, str], root: str,
     return "backup: " + ", ".join(backups), True
 
 
-def apply_best(report: FixReport, spec: str, opts: Options, *, write: bool,
-               timeout: float | None = None, project_root: str | None = None) -> tuple[str, bool]:
+def patch_text(files: dict[str, str], *, upstream: bool = False) -> str:
+    """The unified diff of FILES against the files on disk (an upstream patch names each file
+    by its path inside the library)."""
+    from ..paths import identity_path
+    return "".join(unified_diff(p, source_text(p), new, label=identity_path(p, None) if upstream else None)
+                   for p, new in files.items())
+
+
+def apply_best(report: FixReport, ws: Workspace, opts: Options, *, write: bool,
+               timeout: float | None = None) -> tuple[str, bool]:
     """The diff for the best verified candidate (and, with ``write``, apply it). Returns
-    (message, ok); never raises for a refusal."""
+    (message, ok); never raises for a refusal. With no fix to write into the project, a
+    verified upstream patch is shown as such (never written)."""
     fix = best(report)
     if fix is None:
+        up = best_upstream(report)
+        if up is not None and up.patch:
+            head = (f"# upstream patch for {up.label} ({up.candidate}): verified on a copy of the library; "
+                    "graphstitch does not write outside your project — send it to the library\n")
+            return head + up.patch, not write
         return "no verified candidate that graphstitch can write as a source patch", False
-    root = project_root or target_root(spec)
     try:
-        files = planned_files(fix, report, spec, root)
+        files = planned_files(fix, report, ws)
     except (LookupError, OSError, SyntaxError) as e:
         return f"cannot write a patch for {fix.candidate}: {e}", False
-    diff = "".join(unified_diff(p, old_text(p), new) for p, new in files.items())
+    diff = patch_text(files)
     if not write:
         return diff, True
-    why, ok = write_files(files, report.source_sha256, root,
-                          lambda: reverify(fix, report, spec, opts, files, root, timeout).why_not)
+    why, ok = write_files(files, report.source_sha256, ws.project,
+                          lambda: reverify(fix, report, ws, opts, files, timeout).why_not)
     if not ok:
         return why or "not applied", False
     # On success write_files says where the backups went.

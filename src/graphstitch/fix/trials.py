@@ -8,8 +8,8 @@ input set, and what the code prints/logs per call at run time is unchanged.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
-import difflib
 import os
 import queue
 import threading
@@ -21,14 +21,13 @@ from dataclasses import dataclass, field
 from .. import procs, worker
 from ..advice import advise
 from ..changes import diff, site_label
-from ..files import file_hash
-from ..model import Census, ErrorInfo, ErrorKind, Site, SiteId
-from ..paths import short_path
+from ..files import file_hash, source_text
+from ..model import Census, ErrorInfo, ErrorKind, Site, SiteId, StackEntry
 from ..perf.timing import LatencyStats
-from ..targets import Options, Patches, target_file, target_root
+from ..targets import Options, Patches, target_file
 from .candidates import INVASIVENESS, Candidate, candidates
-from .copies import census_job, census_on_copy, ranks_on_copy
-from .rewrites import STRATEGY_RANK, Rewrite, proposals
+from .rules import STRATEGY_RANK, Rewrite, proposals, user_frames
+from .workspace import Workspace, unified_diff
 
 
 @dataclass
@@ -74,11 +73,13 @@ class Fix:
     error: ErrorInfo | None = None
     why_not: list[str] = field(default_factory=list)   # empty when verified
     measure: Measure | None = None
-    strategy: str = "hatch"          # rewrite > extract (+ hatch) = hatch > split > config
+    strategy: str = "hatch"          # rewrite > caller > extract (+ hatch) = hatch > split > config
     tradeoff: str = ""               # one line: what the candidate costs
     rule: str | None = None          # a source rewrite's rule id
     patch: str | None = None         # a source rewrite's unified diff (relative paths)
     ranks: int | None = None         # also run on this many gloo ranks (`graphstitch ranks`' launcher)
+    uncovered: list[str] = field(default_factory=list)   # new sites in code Dynamo never traced before: progress
+    upstream: bool = False           # a patch to a file outside the project: offered to send, never written
 
 
 @dataclass
@@ -110,15 +111,67 @@ class FixReport(Census):
         return [f for f in self.fixes if f.site == sid]
 
 
-def evaluate(site: Site, cand: Candidate, base: Census, trial: Census) -> Fix:
-    """What the trial proved about this candidate for this site."""
+def same_break(a: Site, b: Site) -> bool:
+    """The same break on the same line of code, whatever function holds it now (a region
+    split or an extract moves statements into new functions; their other sites go along)."""
+    return (a.id.gb_id, a.id.path, a.id.code) == (b.id.gb_id, b.id.path, b.id.code)
+
+
+Reader = Callable[[str], str]
+
+
+def untraced_code(base: Census, read: Reader = source_text) -> dict[str, set[str]]:
+    """file -> the (stripped) lines Dynamo never traced in BASE: in a frame it skipped (a break
+    in a loop), the rest of that function after the line where tracing failed ran eagerly.
+    (Its callees compiled as frames of their own, so they were traced.) READ gives the text
+    BASE's line numbers refer to."""
+    out: dict[str, set[str]] = {}
+    for f in base.skipped_frames:
+        try:
+            text = read(f.file)
+            tree = ast.parse(text)
+        except (OSError, SyntaxError, ValueError):
+            continue
+        fn = min((n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                  and n.lineno <= f.line <= (n.end_lineno or n.lineno)),
+                 key=lambda n: (n.end_lineno or n.lineno) - n.lineno, default=None)
+        if fn is not None:
+            lines = text.splitlines()[f.line:fn.end_lineno]
+            out.setdefault(os.path.realpath(f.file), set()).update(ln.strip() for ln in lines if ln.strip())
+    return out
+
+
+def _frames(s: Site) -> list[StackEntry]:
+    frames = user_frames(s)
+    if not frames or (frames[-1].file, frames[-1].line) != (s.file, s.line):
+        frames.append(StackEntry(s.file, s.line, s.function, s.code))
+    return frames
+
+
+def uncovered(base: Census, s: Site, untraced: dict[str, set[str]]) -> bool:
+    """Is S a break in code BASE never traced (``untraced_code``)? Then it is progress: fixing
+    the break that hid it let Dynamo see it. Its line is matched by text, so a statement a
+    patch moved into a new function (a region split) still counts, and its function must not
+    have compiled a graph in BASE."""
+    if (os.path.realpath(s.file), s.function) in {(os.path.realpath(g.file), g.function) for g in base.graphs}:
+        return False
+    return s.code.strip() in untraced.get(os.path.realpath(s.file), set())
+
+
+def evaluate(site: Site, cand: Candidate, base: Census, trial: Census, read: Reader = source_text) -> Fix:
+    """What the trial proved about this candidate for this site (READ gives the text BASE's
+    line numbers refer to)."""
     why: list[str] = []
     if trial.error:
         why.append(f"error ({trial.error.kind.value}): {trial.error.type or ''} {trial.error.headline[:200]}"
                    .replace("  ", " "))
     d = diff(base, trial)
-    still = trial.site(site.id) is not None
-    new_sites = [site_label(s.id, s.line) for s in d.new_sites]
+    # A break whose line a restructure moved into another function is the same break.
+    still = trial.site(site.id) is not None or any(same_break(s, site) for s in trial.sites)
+    moved = [s for s in d.new_sites if not any(same_break(s, b) for b in base.sites)]
+    hidden = untraced_code(base, read) if moved and not still else {}
+    revealed = [s for s in moved if not still and uncovered(base, s, hidden)]
+    new_sites = [site_label(s.id, s.line) for s in moved if s not in revealed]
     new_skips = [f"{f.function} {f.id.path}:{f.line}" for f in d.new_skipped]
     outputs = bool(trial.outputs_match_eager) and trial.checks.fresh_outputs_match is True
     effects = trial.checks.side_effects_kept
@@ -141,10 +194,11 @@ def evaluate(site: Site, cand: Candidate, base: Census, trial: Census) -> Fix:
                Counts.of(base), Counts.of(trial), not still and not trial.error, outputs, effects,
                trial.config.get("wrapped"), new_sites, new_skips, trial.error, why,
                strategy=cand.strategy, tradeoff=cand.tradeoff, rule=rw.rule if rw else None,
-               patch=rewrite_diff(rw) if rw else None)
+               patch=rewrite_diff(rw) if rw else None, uncovered=[site_label(s.id, s.line) for s in revealed],
+               upstream=bool(rw and rw.upstream))
 
 
-def on_ranks(fix: Fix, site: Site, cand: Candidate, base: Census, spec: str, opts: Options, root: str,
+def on_ranks(fix: Fix, site: Site, cand: Candidate, base: Census, ws: Workspace, opts: Options,
              timeout: float | None) -> None:
     """A collective rewrite verified in one process runs again on ``rewrite.ranks`` gloo
     ranks: every rank must pass the same checks (against the original's eager run on that
@@ -154,7 +208,7 @@ def on_ranks(fix: Fix, site: Site, cand: Candidate, base: Census, spec: str, opt
     n = cand.rewrite.ranks
     fix.ranks = n
     try:
-        censuses = ranks_on_copy(spec, opts, root, cand.rewrite.files, n, timeout)
+        censuses = ws.ranks(opts, cand.rewrite.files, n, timeout)
     except LookupError as e:
         censuses, why = {}, [str(e)]
     else:
@@ -170,44 +224,38 @@ def on_ranks(fix: Fix, site: Site, cand: Candidate, base: Census, spec: str, opt
 
 def rewrite_diff(rw: Rewrite, old: dict[str, str] | None = None) -> str:
     """One unified diff for a rewrite's files (against ``old`` texts, else the files on disk)."""
-    out = []
-    for path, new in rw.files.items():
-        if old and path in old:
-            before = old[path]
-        else:
-            with open(path, encoding="utf-8") as f:
-                before = f.read()
-        rel = short_path(path)
-        out.append("".join(difflib.unified_diff(before.splitlines(keepends=True), new.splitlines(keepends=True),
-                                                fromfile=f"a/{rel}", tofile=f"b/{rel}")))
-    return "".join(out)
+    return "".join(unified_diff(path, old[path] if old and path in old else source_text(path), new)
+                   for path, new in rw.files.items())
 
 
 def rank(fixes: list[Fix]) -> list[Fix]:
-    """Per site (in census order): verified first, then fewest graphs, then least invasive."""
+    """Per site (in census order): verified first, then patches to the project before upstream
+    ones, then by strategy, then fewest sites uncovered (left to fix), fewest graphs, least
+    invasive."""
     order: dict[SiteId, int] = {}
     for f in fixes:
         order.setdefault(f.site, len(order))
-    return sorted(fixes, key=lambda f: (order[f.site], not f.verified, STRATEGY_RANK.get(f.strategy, 9),
-                                        f.after.graphs, INVASIVENESS.get(f.kind, 9), f.candidate))
+    return sorted(fixes, key=lambda f: (order[f.site], not f.verified, f.upstream, STRATEGY_RANK.get(f.strategy, 9),
+                                        len(f.uncovered), f.after.graphs, INVASIVENESS.get(f.kind, 9), f.candidate))
 
 
 def run_fix(spec: str, opts: Options, *, jobs: int | None = None, timeout: float | None = None,
             only: Callable[[Site], bool] | None = None, kinds: set[str] | None = None,
             project_root: str | None = None, exhaustive: bool = False) -> FixReport:
     """Census the target, then one trial census per distinct candidate, in parallel:
-    source rewrites first (each on a patched copy), then config flags and run-time hatches
-    for the sites no rewrite fixed (all of them with ``exhaustive``).
+    source rewrites first (each in the workspace: the project with the patch), then config
+    flags and run-time hatches for the sites no rewrite fixed (all of them with
+    ``exhaustive``). ``project_root`` is the project fix may edit (default: the target's).
     Returns the baseline census with advice, and every trial in ``fixes``."""
     opts = dataclasses.replace(opts, fresh=True, patches=None)
     jobs = max(1, jobs or os.cpu_count() or 1)
-    root = project_root or target_root(spec)
+    ws = Workspace.of(spec, project_root)
     # Trial workers import torch while the baseline runs; each still runs one trial only.
     warm: queue.SimpleQueue[object] = queue.SimpleQueue()
     for _ in range(jobs):
         warm.put(worker.prestart())
     try:
-        return _run_fix(spec, opts, jobs, timeout, only, kinds, warm, root, exhaustive)
+        return _run_fix(ws, opts, jobs, timeout, only, kinds, warm, exhaustive)
     finally:
         while not warm.empty():  # idle workers hold no job: stop them, don't wait for imports
             child = warm.get()
@@ -215,27 +263,28 @@ def run_fix(spec: str, opts: Options, *, jobs: int | None = None, timeout: float
             child.kill_tree()
 
 
-def _run_fix(spec: str, opts: Options, jobs: int, timeout: float | None, only: Callable[[Site], bool] | None,
-             kinds: set[str] | None, warm: queue.SimpleQueue[object], root: str, exhaustive: bool) -> FixReport:
-    tfile = target_file(spec)
+def _run_fix(ws: Workspace, opts: Options, jobs: int, timeout: float | None, only: Callable[[Site], bool] | None,
+             kinds: set[str] | None, warm: queue.SimpleQueue[object], exhaustive: bool) -> FixReport:
+    tfile = target_file(ws.spec)
     hashes = {tfile: file_hash(tfile)} if tfile and os.path.isfile(tfile) else {}
     t0 = time.perf_counter()
-    base = FixReport.of(worker.run(census_job(spec, opts, root), timeout=timeout).census)
+    base = FixReport.of(worker.run(ws.job(opts), timeout=timeout).census)
     base.census_seconds = time.perf_counter() - t0
     t0 = time.perf_counter()
     for s in base.sites:  # --apply refuses a file that changed after this point
-        real = os.path.realpath(s.file)
-        if real not in hashes and os.path.isfile(real):
-            hashes[real] = file_hash(real)
+        for path in {s.file, *(fr.file for fr in s.stack)}:
+            real = os.path.realpath(path)
+            if real not in hashes and os.path.isfile(real):
+                hashes[real] = file_hash(real)
     base.source_sha256 = hashes
     advise(base)
     if base.error:
         return base
     sites = [s for s in base.sites if only is None or only(s)]
-    factory = spec.rpartition(":")[2]
+    factory = ws.spec.rpartition(":")[2]
     rewrites: list[tuple[Site, Candidate]] = []
     for s in sites:
-        props, refused = proposals(s, root, target_file=tfile, factory=factory, sites=base.sites)
+        props, refused = proposals(s, ws.project, target_file=tfile, factory=factory, sites=base.sites)
         base.refused += [Refused(s.id, r.rule, r.reason) for r in refused]
         rewrites += [(s, Candidate(p.strategy, p.label, Patches(), p)) for p in props]
     rewrites = [(s, c) for s, c in rewrites if kinds is None or c.kind in kinds]
@@ -253,12 +302,11 @@ def _run_fix(spec: str, opts: Options, jobs: int, timeout: float | None, only: C
             assert isinstance(child, procs.Child)
             if c.rewrite is not None:
                 try:
-                    return census_on_copy(spec, opts, root, c.rewrite.files, timeout, warm=child)
-                except LookupError as e:
+                    return ws.census(opts, c.rewrite.files, timeout, warm=child)
+                except (LookupError, OSError, SyntaxError, UnicodeError) as e:
                     child.kill_tree()
                     return dataclasses.replace(base, sites=[], fixes=[], error=ErrorInfo(ErrorKind.PATCH, str(e)))
-            job = census_job(spec, dataclasses.replace(opts, patches=c.patches), root)
-            return worker.run(job, timeout=timeout, warm=child).census
+            return worker.run(ws.job(dataclasses.replace(opts, patches=c.patches)), timeout=timeout, warm=child).census
 
         with ThreadPoolExecutor(max_workers=jobs) as ex:
             return dict(zip(cands, ex.map(trial, cands.values())))
@@ -268,9 +316,10 @@ def _run_fix(spec: str, opts: Options, jobs: int, timeout: float | None, only: C
     fixes = [evaluate(s, c, base, results[c.key]) for s, c in rewrites]
     for f, (s, c) in zip(fixes, rewrites):
         if f.verified and c.rewrite is not None and c.rewrite.ranks:
-            on_ranks(f, s, c, base, spec, opts, root, timeout)
-    done = {f.site for f in fixes if f.verified and f.strategy == "rewrite"} if not exhaustive else set()
-    pairs = [(s, c) for s in sites if s.id not in done for c in candidates(s, root)
+            on_ranks(f, s, c, base, ws, opts, timeout)
+    done = {f.site for f in fixes if f.verified and f.strategy == "rewrite" and not f.upstream} \
+        if not exhaustive else set()
+    pairs = [(s, c) for s in sites if s.id not in done for c in candidates(s, ws.project)
              if kinds is None or c.kind in kinds]
     results = run_all({c.key: c for _, c in pairs})
     fixes += [evaluate(s, c, base, results[c.key]) for s, c in pairs]

@@ -1,0 +1,82 @@
+"""Source rewrites for break sites: libcst rules, one family per module, behind the one
+``@rule`` interface (``base.py``). Each rule proposes patches to a file (formatting,
+comments, indentation kept); nothing here decides whether a patch is right: every proposal
+is censused in the fix workspace and judged like any other trial. No torch import.
+
+- ``scalars``: Python numbers and lists made from tensors, kept as tensors;
+- ``branches``: data-dependent ``if`` -> ``where`` / ``cond`` / ``_assert_async``;
+- ``effects``: print, logging and file I/O kept at run time;
+- ``apis``: one-line swaps to a traceable twin;
+- ``collectives``: functional collectives, and a ``disable`` the user no longer needs;
+- ``caller``: what the caller should do, moved there;
+- ``extract``: the statement moved into a helper under an escape hatch;
+- ``split``: the region split (the unsupported part between compiled parts).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper
+
+from ...files import source_text
+from ...model import Site
+from ...paths import Where, in_project, where
+from . import apis, base, branches, caller, collectives, effects, extract, scalars, split  # noqa: F401 - they register
+from .base import STRATEGY_RANK, Ctx, Refusal, Rewrite, entry_frame, is_scope_frame, user_frames
+from .syntax import Index, parses
+
+__all__ = ["STRATEGY_RANK", "Refusal", "Rewrite", "entry_frame", "is_scope_frame", "proposals", "user_frames"]
+
+
+def site_file(site: Site) -> tuple[str | None, str | None]:
+    """(file, why not): the file the rules may patch for this site. torch and the standard
+    library are never patched; a file outside the project is patched on a copy only, and
+    what verifies there is offered as an upstream patch."""
+    w = where(site.file)
+    if w in (Where.TORCH, Where.STDLIB):
+        return None, f"{site.file} is {'torch' if w is Where.TORCH else 'the standard library'}; not patched"
+    if not os.path.isfile(site.file):
+        return None, f"{site.file} is not on this machine"
+    return site.file, None
+
+
+def proposals(site: Site, root: str | None, *, target_file: str | None = None, factory: str | None = None,
+              overlay: dict[str, str] | None = None, sites: Sequence[Site] = ()) -> tuple[list[Rewrite], list[Refusal]]:
+    """Every rewrite the rules propose for this site, and the rules that refused (why).
+    ``root`` is the project (files outside it get upstream patches only); ``overlay``
+    (path -> text) stands for files already patched (`fix --all`); ``sites`` are the
+    census's other sites (a region split keeps those of the same entry in its gap)."""
+    path, why = site_file(site)
+    if path is None:
+        return [], [Refusal("any", why or "no file")]
+    overlay = overlay or {}
+    try:
+        source = overlay[path] if path in overlay else source_text(path)
+        idx = Index(MetadataWrapper(cst.parse_module(source)))
+    except (cst.ParserSyntaxError, SyntaxError) as e:
+        return [], [Refusal("any", f"{path} does not parse: {str(e).splitlines()[0]}")]
+    stmt = idx.statement_at(site.line)
+    if stmt is None:
+        return [], [Refusal("any", f"no statement at {path}:{site.line} (the file changed since the census?)")]
+    func = idx.enclosing(stmt, cst.FunctionDef)
+    ctx = Ctx(site, path, source, idx, stmt, func if isinstance(func, cst.FunctionDef) else None, root,
+              target_file, factory, overlay, sites)
+    out: list[Rewrite] = []
+    refused: list[Refusal] = []
+    for name, fn in base.RULES:
+        for r in fn(ctx):
+            if isinstance(r, Refusal):
+                refused.append(r)
+                continue
+            bad = next((p for p, text in r.files.items() if not parses(text)), None)
+            if bad:
+                refused.append(Refusal(name, f"the rewrite of {os.path.basename(bad)} does not parse; not offered"))
+            elif all(text == ctx.read(p) for p, text in r.files.items()):
+                continue
+            else:
+                r.upstream = any(not in_project(p, root) for p in r.files)
+                out.append(r)
+    return out, refused

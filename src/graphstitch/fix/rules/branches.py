@@ -1,0 +1,142 @@
+"""Data-dependent branches: an `if` on a tensor becomes ``torch.where`` (the same names
+assigned, or a return in both branches), ``torch.cond`` (branches calling with the same
+arguments) or ``torch._assert_async`` (``if cond: raise``). A branch that changes state is
+refused: ``where``/``cond`` would always or never apply it."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator, Sequence
+
+import libcst as cst
+
+from .base import Ctx, Refusal, Rewrite, rule
+from .syntax import add_import, names, small, walk
+
+
+def _plain_assigns(block: cst.BaseSuite) -> list[tuple[str, cst.BaseExpression]] | None:
+    """[(name, value)] when the block only assigns plain names (one target each)."""
+    if not isinstance(block, cst.IndentedBlock):
+        return None
+    out = []
+    for st in block.body:
+        for s in small(st) if isinstance(st, cst.SimpleStatementLine) else [None]:
+            if not isinstance(s, cst.Assign) or len(s.targets) != 1 or not isinstance(s.targets[0].target, cst.Name):
+                return None
+            out.append((s.targets[0].target.value, s.value))
+    return out
+
+
+def _effects_in(block: cst.CSTNode, ctx: Ctx) -> str | None:
+    for n in walk(block):
+        if isinstance(n, (cst.AugAssign, cst.Assign)):
+            tgts = [n.target] if isinstance(n, cst.AugAssign) else [t.target for t in n.targets]
+            for t in tgts:
+                if isinstance(t, (cst.Attribute, cst.Subscript)):
+                    return ctx.code(n).strip()
+    return None
+
+
+@rule("if-where")
+def _if_where(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
+    """A data-dependent `if`: same names assigned -> torch.where; returns -> torch.where;
+    calls with matching outputs -> torch.cond; `if cond: raise` -> torch._assert_async."""
+    st = ctx.stmt
+    if not isinstance(st, cst.If):
+        return
+    test = ctx.code(st.test)
+    eff = _effects_in(st, ctx)
+    if eff:
+        yield Refusal("if-where", f"a branch changes state (`{eff}`): torch.where/cond would always or never "
+                      "apply it, so no rewrite is offered")
+        return
+    body = list(st.body.body) if isinstance(st.body, cst.IndentedBlock) else []
+    orelse = st.orelse.body if isinstance(st.orelse, cst.Else) else None
+    # if cond: raise ...
+    if len(body) == 1 and orelse is None and any(isinstance(s, cst.Raise) for s in small(body[0])):
+        r = next(s for s in small(body[0]) if isinstance(s, cst.Raise))
+        msg = "check failed"
+        if isinstance(r.exc, cst.Call) and r.exc.args and isinstance(r.exc.args[0].value, cst.SimpleString):
+            msg = ast.literal_eval(r.exc.args[0].value.value)
+        new = cst.parse_statement(f"torch._assert_async(torch.logical_not({test}), {msg!r})\n")
+        yield Rewrite("if-raise-check", "rewrite", "`if cond: raise` -> torch._assert_async (checked in the graph)",
+                      "raises RuntimeError instead of the original exception type",
+                      {ctx.path: add_import(ctx.swap({st: new.with_changes(leading_lines=st.leading_lines)}),
+                                             "import torch")})
+        return
+    # if cond: return a / (else:) return b
+    if _only_return(body) is not None:
+        swaps = where_return(ctx, st)
+        if swaps is not None:
+            yield Rewrite("if-where-return", "rewrite", "returns in both branches -> return torch.where(...)",
+                          "computes both branches; they must have the same shape and dtype",
+                          {ctx.path: add_import(ctx.swap(swaps), "import torch")})
+        return
+    a = _plain_assigns(st.body)
+    b = _plain_assigns(orelse) if orelse is not None else []
+    if a is None or b is None or not a:
+        return
+    da, db = dict(a), dict(b)
+    targets = list(dict.fromkeys([n for n, _ in a] + [n for n, _ in b]))
+    if len(da) != len(a) or len(db) != len(b):
+        return
+    if len(targets) > 1 and any(set(targets) & names(v) for v in [*da.values(), *db.values()]):
+        yield Refusal("if-where", "the branches read names they assign; no single torch.where per name")
+        return
+    lines = [f"{n} = torch.where({test}, {ctx.code(da[n]) if n in da else n}, {ctx.code(db[n]) if n in db else n})"
+             for n in targets]
+    new_stmts = [cst.parse_statement(ln + "\n") for ln in lines]
+    new_stmts[0] = new_stmts[0].with_changes(leading_lines=st.leading_lines)
+    yield Rewrite("if-where", "rewrite", f"`if` assigning {', '.join(targets)} -> torch.where",
+                  "computes both branches; they must have the same shape and dtype",
+                  {ctx.path: add_import(ctx.swap({st: cst.FlattenSentinel(new_stmts)}), "import torch")})
+    # Calls with the same arguments in both branches: torch.cond runs one branch.
+    if len(targets) == 1 and targets[0] in da and targets[0] in db:
+        ca, cb = da[targets[0]], db[targets[0]]
+        if isinstance(ca, cst.Call) and isinstance(cb, cst.Call) and \
+                [ctx.code(x) for x in ca.args] == [ctx.code(x) for x in cb.args] and \
+                all(not x.keyword and not x.star for x in ca.args):
+            args = ", ".join(ctx.code(x.value) for x in ca.args)
+            new = cst.parse_statement(f"{targets[0]} = torch.cond({test}, {ctx.code(ca.func)}, {ctx.code(cb.func)}, ({args},))\n")
+            yield Rewrite("if-cond", "rewrite", "branches calling with the same arguments -> torch.cond",
+                          "torch.cond traces both branches (one runs); their outputs must match in shape and dtype",
+                          {ctx.path: add_import(ctx.swap({st: new.with_changes(leading_lines=st.leading_lines)}),
+                                                 "import torch")})
+
+
+def where_return(ctx: Ctx, st: cst.If) -> dict[cst.CSTNode, object] | None:
+    """`if c: return a` + `else: return b` (or a following `return b`) -> one
+    `return torch.where(c, a, b)`, as swaps; None when the `if` is not of that form."""
+    ret_a = _only_return(list(st.body.body) if isinstance(st.body, cst.IndentedBlock) else [])
+    orelse = st.orelse.body if isinstance(st.orelse, cst.Else) else None
+    if ret_a is None or isinstance(st.orelse, cst.If):
+        return None
+    drop = None
+    if orelse is not None:
+        ret_b = _only_return(list(orelse.body) if isinstance(orelse, cst.IndentedBlock) else [])
+    else:
+        drop = _next_stmt(ctx, st)
+        ret_b = _only_return([drop]) if drop is not None else None
+    if ret_b is None:
+        return None
+    new = cst.parse_statement(f"return torch.where({ctx.code(st.test)}, {ctx.code(ret_a)}, {ctx.code(ret_b)})\n")
+    swaps: dict[cst.CSTNode, object] = {st: new.with_changes(leading_lines=st.leading_lines)}
+    if drop is not None:
+        swaps[drop] = cst.RemovalSentinel.REMOVE
+    return swaps
+
+
+def _only_return(stmts: Sequence[cst.CSTNode]) -> cst.BaseExpression | None:
+    if len(stmts) == 1:
+        sm = small(stmts[0])
+        if len(sm) == 1 and isinstance(sm[0], cst.Return) and sm[0].value is not None:
+            return sm[0].value
+    return None
+
+
+def _next_stmt(ctx: Ctx, st: cst.CSTNode) -> cst.CSTNode | None:
+    parent = ctx.parents.get(st)
+    body = list(getattr(parent, "body", []) or [])
+    if st in body and body.index(st) + 1 < len(body):
+        return body[body.index(st) + 1]
+    return None

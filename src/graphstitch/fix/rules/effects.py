@@ -1,0 +1,203 @@
+"""Printing, logging and file I/O in compiled code, kept at run time: ``print`` becomes
+the print op (formatted in the graph), a log call becomes a plain function Dynamo defers
+past the graph (``reorderable_logging_functions``), file I/O that reads no local is
+deferred the same way. The side-effect check proves the text, records and files are the
+same as eager's."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+
+import libcst as cst
+
+from .base import Ctx, Refusal, Rewrite, rule
+from .extract import IO_CALLS, helper_def, helper_name, place_helper, replace_stmt
+from .syntax import add_import, bound, locals_read, reads, small, tidy_blank_lines, walk, walk_no_defs
+
+
+def _print_format(ctx: Ctx, call: cst.Call) -> tuple[str, list[str]] | None:
+    """print(...) -> (the format argument's source, the tensor arguments' sources) for
+    ``torch._higher_order_ops.print``, which formats tensors at run time. What is not a tensor
+    (a shape, a dtype, a length: a trace-time constant) goes into the format itself as an
+    f-string part, so Dynamo evaluates it while tracing; each tensor is a ``{}`` placeholder.
+    None when the call has no such form (``file=``, ``end=``, a ``sep`` that is not a string)."""
+    sep = " "
+    for a in call.args:
+        if a.star:
+            return None
+        if a.keyword is not None:
+            if a.keyword.value != "sep" or not isinstance(a.value, cst.SimpleString):
+                return None
+            sep = str(ast.literal_eval(a.value.value))
+    pieces: list[str] = []       # parts of one f-string's source (braces escaped where literal)
+    tensors: list[str] = []
+
+    def text(t: str) -> str:
+        return t.replace("\\", "\\\\").replace("{", "{{{{").replace("}", "}}}}").replace('"', '\\"').replace("\n", "\\n")
+
+    def expr(code: str, spec: str = "", conv: str = "") -> str:
+        if _NOT_TENSOR.search(code) or code.isdigit():   # a constant at trace time: formatted now
+            return "{" + code + (f"!{conv}" if conv else "") + (f":{spec}" if spec else "") + "}"
+        if conv:
+            return ""
+        tensors.append(code)
+        return "{{" + (f":{spec}" if spec else "") + "}}"
+
+    for i, a in enumerate(arg for arg in call.args if arg.keyword is None):
+        if i:
+            pieces.append(text(sep))
+        v = a.value
+        if isinstance(v, cst.SimpleString):
+            pieces.append(text(str(ast.literal_eval(v.value))))
+        elif isinstance(v, cst.FormattedString):
+            for p in v.parts:
+                if isinstance(p, cst.FormattedStringText):
+                    pieces.append(text(ast.literal_eval(re.sub("[fF]", "", v.start) + p.value + v.end)))
+                    continue
+                assert isinstance(p, cst.FormattedStringExpression)
+                spec = "".join(ctx.code(x) for x in p.format_spec) if p.format_spec else ""
+                if "{" in spec:
+                    return None
+                part = expr(ctx.code(p.expression), spec, p.conversion or "")
+                if not part:
+                    return None
+                pieces.append(part)
+        else:
+            pieces.append(expr(ctx.code(v)))
+    return 'f"' + "".join(pieces) + '"', tensors
+
+
+@rule("print-hop")
+def _print_hop(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
+    """print(...) -> torch._higher_order_ops.print(fmt, ...): the output survives at run time."""
+    for s in small(ctx.stmt):
+        if isinstance(s, cst.Expr) and isinstance(s.value, cst.Call) and ctx.code(s.value.func) == "print":
+            fmt = _print_format(ctx, s.value)
+            if fmt is None:
+                yield Refusal("print-hop", "print with file=, end=, *args or a !r of a tensor has no print-op form")
+                return
+            plain = "{" not in fmt[0].replace("{{", "")     # no trace-time part: a plain string
+            fmt_src = repr(ast.literal_eval(fmt[0])) if plain else fmt[0]
+            args = "".join(", " + a for a in fmt[1])
+            new = s.with_changes(value=cst.parse_expression(f"torch._higher_order_ops.print({fmt_src}{args})"))
+            yield Rewrite("print-hop", "rewrite", "print -> torch._higher_order_ops.print (printed at run time, in the graph)",
+                          "tensors are formatted at run time by the print op, shapes and other constants while "
+                          "tracing; verified identical to eager", {ctx.path: add_import(ctx.swap({s: new}), "import torch")})
+
+
+_LOG_LEVELS = ("debug", "info", "warning", "error", "critical", "exception")
+_NOT_TENSOR = re.compile(r"^(tuple|list|len|repr|str|dict|set)\(|\.(shape|dtype|device|size\(\)|ndim|__name__)$")
+
+
+def _percent_format(ctx: Ctx, fs: cst.FormattedString) -> tuple[str, list[str]] | None:
+    """An f-string as a %-format and its arguments (``f"{x.shape} {v:.3f}"`` ->
+    ``("%s %.3f", ["x.shape", "v"])``), the same text when formatted; None when a part has no
+    %-form (a nested format spec)."""
+    fmt, args = "", []
+    for p in fs.parts:
+        if isinstance(p, cst.FormattedStringText):
+            text = ast.literal_eval(re.sub("[fF]", "", fs.start) + p.value + fs.end)  # its escapes, evaluated
+            fmt += text.replace("{{", "{").replace("}}", "}").replace("%", "%%")
+            continue
+        assert isinstance(p, cst.FormattedStringExpression)
+        spec = "".join(ctx.code(x) for x in p.format_spec) if p.format_spec else ""
+        m = re.fullmatch(r"([-+ #0]*\d*)(\.\d+)?([diouxXeEfFgGc%]?)", spec)
+        # A precision with no type (`{v:.3}`) formats floats unlike any %-form.
+        if m is None or (m.group(2) and not m.group(3)) or (p.conversion and spec):
+            return None
+        fmt += "%" + (p.conversion or spec + ("" if m.group(3) else "s"))
+        args.append(ctx.code(p.expression))
+    return fmt, args
+
+
+def _logger_call(ctx: Ctx) -> tuple[cst.Expr, cst.Call, str, str] | None:
+    """The statement's ``X.level(...)`` log call: (statement, call, X's source, level)."""
+    for s in small(ctx.stmt):
+        if isinstance(s, cst.Expr) and isinstance(s.value, cst.Call) and isinstance(s.value.func, cst.Attribute) \
+                and s.value.func.attr.value in _LOG_LEVELS:
+            return s, s.value, ctx.code(s.value.func.value), s.value.func.attr.value
+    return None
+
+
+@rule("log-reorder")
+def _log_reorder(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
+    """``X.debug(fmt, ...)`` where X is a module-level name (a logger, ``logging``) -> a
+    module-level function that Dynamo may defer past the graph (torch 2.13 reorders only
+    plain functions registered in ``reorderable_logging_functions``, with tensor, constant
+    or string arguments). The record is still emitted on every call; an f-string message
+    becomes its %-format and arguments (the same text, formatted when the record is), and
+    arguments that are neither tensors nor constants (``tuple(t.shape)``) are formatted by
+    ``str()`` first where the format says ``%s`` (the same text)."""
+    found = _logger_call(ctx)
+    if found is None:
+        return
+    expr, call, logger, level = found
+    if ctx.func is None:
+        return
+    if "." in logger or "(" in logger or logger in locals_read(ctx.idx, [ctx.stmt], ctx.func):
+        yield Refusal("log-reorder", f"`{logger}` is not a module-level name: a function deferred past the graph "
+                      "cannot reach it (pass a module-level logger)")
+        return
+    if any(a.keyword and a.keyword.value != "stacklevel" or a.star for a in call.args) or not call.args:
+        yield Refusal("log-reorder", "a log call with keywords (exc_info=, extra=) or *args is not reorderable; "
+                      "not rewritten")
+        return
+    first = call.args[0].value
+    pos = [a for a in call.args if not a.keyword]
+    if isinstance(first, cst.FormattedString) and len(pos) == 1:
+        conv = _percent_format(ctx, first)
+        if conv is None:
+            yield Refusal("log-reorder", "the f-string message has a part with no %-format form")
+            return
+        fmt_text, arg_codes = repr(conv[0]), conv[1]
+        specs = re.findall(r"%[-#0 +]*\d*(?:\.\d+)?([a-zA-Z%])", conv[0])
+    else:
+        fmt_text, arg_codes = ctx.code(first), [ctx.code(a.value) for a in pos[1:]]
+        specs = re.findall(r"%[-#0 +]*\d*(?:\.\d+)?([a-zA-Z%])", ast.literal_eval(first.value)) \
+            if isinstance(first, cst.SimpleString) else []
+    specs = [c for c in specs if c != "%"]
+    args = [fmt_text] + [f"str({code})" if i < len(specs) and specs[i] == "s" and _NOT_TENSOR.search(code) else code
+                         for i, code in enumerate(arg_codes)]
+    name = helper_name(ctx, f"_{logger}_{level}")
+    helper = (f"def {name}(*args):  # graphstitch fix: a plain function Dynamo defers past the graph\n"
+              f"    {logger}.{level}(*args, stacklevel=2)\n\n\n"
+              f"torch._dynamo.config.reorderable_logging_functions.add({name})\n")
+    helper_stmts = list(cst.parse_module(helper).body)
+    new_call = expr.with_changes(value=cst.parse_expression(f"{name}({', '.join(args)})"))
+    code = place_helper(ctx, helper_stmts, {expr: new_call})
+    yield Rewrite("log-reorder", "rewrite", f"{logger}.{level}(...) -> {name}(...), deferred by Dynamo past the graph",
+                  "the record is emitted after the graph runs, not between its ops; the module registers "
+                  f"{name} in torch._dynamo.config.reorderable_logging_functions", {ctx.path: code})
+
+
+@rule("io-defer")
+def _io_defer(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
+    """File I/O that reads no local (a debug line to a log file) -> a module-level function
+    registered in ``reorderable_logging_functions``: Dynamo calls it after the graph instead
+    of breaking. It still runs on every call, with the same (trace-time constant) arguments;
+    the side-effect check compares the files written."""
+    st = ctx.stmt
+    if ctx.func is None:
+        return
+    code = ctx.code(st)
+    if not IO_CALLS.search(code) or any(isinstance(s, (cst.Return, cst.Import, cst.ImportFrom, cst.Raise))
+                                        for s in small(st)) or any(isinstance(n, cst.Return) for n in walk_no_defs(st)):
+        return
+    inputs = locals_read(ctx.idx, [st], ctx.func)
+    inside = set(walk(st))
+    later = reads([n for n in ctx.later_in_func() if n not in inside], ctx.parents)
+    if inputs or bound([st]) & later:
+        yield Refusal("io-defer", "the I/O reads or sets local values (" + ", ".join(sorted(set(inputs)
+                      | (bound([st]) & later))) + "): deferring it past the graph would see other values; "
+                      "a region split keeps it in place")
+        return
+    name = helper_name(ctx, f"_{ctx.func.name.value}_io")
+    helper = helper_def(name, [], [st], [], None)
+    helper = helper.with_changes(leading_lines=[], lines_after_decorators=[])
+    register = cst.parse_statement(f"torch._dynamo.config.reorderable_logging_functions.add({name})\n")
+    text = place_helper(ctx, [helper, register], {st: replace_stmt(ctx, st, f"{name}()")})
+    yield Rewrite("io-defer", "split", f"I/O moved into {name}(), called after the graph",
+                  "the I/O runs after the compiled graph instead of between its ops (same files, same "
+                  "content: it reads no tensor)", {ctx.path: tidy_blank_lines(text)})

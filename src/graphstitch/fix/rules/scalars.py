@@ -1,0 +1,259 @@
+"""Python numbers and lists made from tensors (``.item()``, ``float(t)``, ``.tolist()``,
+tensor slice bounds, per-segment loops over ``split``/``unique``): keep the values as tensors
+so the graph does not need them on the host."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import libcst as cst
+
+from .base import Ctx, Refusal, Rewrite, rule
+from .branches import where_return
+from .syntax import add_import, assigned, names, small, small_stmt, walk
+
+_SCALAR_CASTS = ("float", "int")
+
+
+def _unwrap_scalar(node: cst.BaseExpression) -> cst.BaseExpression | None:
+    """``t.item()`` / ``float(t)`` / ``int(t)`` -> ``t`` (None when it is none of these)."""
+    if isinstance(node, cst.Call):
+        f = node.func
+        if isinstance(f, cst.Attribute) and f.attr.value == "item" and not node.args:
+            return f.value
+        if isinstance(f, cst.Name) and f.value in _SCALAR_CASTS and len(node.args) == 1 \
+                and not isinstance(node.args[0].value, (cst.SimpleString, cst.Integer, cst.Float)):
+            return node.args[0].value
+    return None
+
+
+@rule("item-keep-tensor")
+def _item_keep_tensor(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
+    """`.item()` / float(t) / int(t) whose value only feeds tensor math: keep the 0-d tensor."""
+    if not isinstance(ctx.stmt, cst.SimpleStatementLine):
+        return
+    scalars = {n: u for n in walk(ctx.stmt) if isinstance(n, cst.Call) and (u := _unwrap_scalar(n)) is not None}
+    if not scalars:
+        return
+    made = set(assigned(ctx.stmt))
+    swaps: dict[cst.CSTNode, object] = {k: v for k, v in scalars.items()}  # noqa: C416 - widen the type
+    for st in ctx.later_in_func():
+        test = getattr(st, "test", None)
+        if test is not None and made & names(test) and isinstance(st, (cst.If, cst.While)):
+            where = where_return(ctx, st) if isinstance(st, cst.If) else None
+            if where is not None:  # the `if` it decides returns in both branches: torch.where too
+                swaps.update(where)
+                continue
+            yield Refusal("item-keep-tensor", f"the value of {', '.join(sorted(made))} decides a Python "
+                          f"`{'if' if isinstance(st, cst.If) else 'while'}` at line {ctx.pos[st]}: keeping the "
+                          "tensor would move the break there")
+            return
+    # Python-number helpers on the value, rewritten to their tensor forms.
+    for st in ctx.later_in_func():
+        for n in walk(st):
+            if not isinstance(n, cst.Call) or not (made & names(n)) or n in swaps:
+                continue
+            f = n.func
+            fname = ctx.code(f)
+            if fname in ("math.sqrt", "math.exp", "math.log") and len(n.args) == 1:
+                swaps[n] = n.with_changes(func=cst.parse_expression("torch." + fname.split(".")[1]))
+            elif fname in ("max", "min") and len(n.args) == 2:
+                a, b = n.args[0].value, n.args[1].value
+                var, lim = (a, b) if made & names(a) else (b, a)
+                kw = "min" if fname == "max" else "max"
+                swaps[n] = cst.parse_expression(f"torch.clamp({ctx.code(var)}, {kw}={ctx.code(lim)})")
+    what = sorted({ctx.code(c.func).split(".")[-1] for c in scalars})
+    yield Rewrite("item-keep-tensor", "rewrite", f"keep the 0-d tensor instead of {'/'.join(what)}()",
+                  "the value stays a tensor: same math, but its dtype now takes part in type promotion",
+                  {ctx.path: add_import(ctx.swap(swaps), "import torch")})
+    # int(t) truncates a float value: keep that too (on an integer tensor the plain form is the one).
+    ints = [c for c in scalars if ctx.code(c.func) == "int"]
+    if ints:
+        trunc: dict[cst.CSTNode, object] = dict(swaps)
+        trunc.update({c: cst.parse_expression(f"torch.trunc({ctx.code(scalars[c])})") for c in ints})
+        yield Rewrite("item-keep-tensor", "rewrite", "keep the 0-d tensor, truncated like int()",
+                      "the value stays a (truncated) tensor: same math, but its dtype now takes part in type promotion",
+                      {ctx.path: add_import(ctx.swap(trunc), "import torch")})
+
+
+@rule("tolist-keep-tensor")
+def _tolist(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
+    """`t.tolist()` used as an index -> index with the tensor."""
+    swaps: dict[cst.CSTNode, object] = {}
+    for n in walk(ctx.stmt):
+        if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value == "tolist" \
+                and not n.args:
+            parent = ctx.parents.get(n)
+            if isinstance(parent, cst.Arg):  # x.split(t.tolist()): a list of sizes is needed; no tensor form here
+                continue
+            swaps[n] = n.func.value
+    if swaps:
+        yield Rewrite("tolist-keep-tensor", "rewrite", "index with the tensor instead of .tolist()",
+                      "the index stays a tensor: same gather, no Python list",
+                      {ctx.path: ctx.swap(swaps)})
+
+
+def _split_by_tolist(ctx: Ctx) -> tuple[str, str, str] | None:
+    """`chunks = X.split(L.tolist())` at the site -> (chunks, X, L)."""
+    if not isinstance(ctx.stmt, cst.SimpleStatementLine) or len(ctx.stmt.body) != 1:
+        return None
+    a = ctx.stmt.body[0]
+    if not (isinstance(a, cst.Assign) and len(a.targets) == 1 and isinstance(a.targets[0].target, cst.Name)):
+        return None
+    c = a.value
+    if not (isinstance(c, cst.Call) and isinstance(c.func, cst.Attribute) and c.func.attr.value == "split"
+            and len(c.args) == 1 and c.args[0].keyword is None and not c.args[0].star):
+        return None
+    t = c.args[0].value
+    if not (isinstance(t, cst.Call) and isinstance(t.func, cst.Attribute) and t.func.attr.value == "tolist"
+            and not t.args):
+        return None
+    return a.targets[0].target.value, ctx.code(c.func.value), ctx.code(t.func.value)
+
+
+@rule("split-segment-reduce")
+def _split_segment_reduce(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
+    """`chunks = X.split(L.tolist())` whose only use is `torch.stack([c.mean(0) for c in chunks])`
+    (or `.sum(0)`) -> one index_add_ over segment ids: the same per-segment reduction with
+    no Python list of sizes (the number of segments is L's static length)."""
+    found = _split_by_tolist(ctx)
+    if found is None or ctx.func is None:
+        return
+    chunks, x, lengths = found
+    uses = [n for n in walk(ctx.func.body) if isinstance(n, cst.Name) and n.value == chunks
+            and not isinstance(ctx.parents.get(n), cst.AssignTarget)]
+    stack = None
+    if len(uses) == 1:
+        comp_for = ctx.parents.get(uses[0])
+        comp = ctx.parents.get(comp_for) if isinstance(comp_for, cst.CompFor) else None
+        arg = ctx.parents.get(comp) if isinstance(comp, (cst.ListComp, cst.GeneratorExp)) else None
+        call = ctx.parents.get(arg) if isinstance(arg, cst.Arg) else None
+        if isinstance(call, cst.Call) and ctx.code(call.func) == "torch.stack" and len(call.args) == 1 and \
+                isinstance(comp_for, cst.CompFor) and isinstance(comp_for.target, cst.Name) and \
+                comp_for.inner_for_in is None and not comp_for.ifs and isinstance(comp, (cst.ListComp, cst.GeneratorExp)):
+            elt = comp.elt
+            if isinstance(elt, cst.Call) and isinstance(elt.func, cst.Attribute) and \
+                    isinstance(elt.func.value, cst.Name) and elt.func.value.value == comp_for.target.value and \
+                    elt.func.attr.value in ("mean", "sum") and len(elt.args) == 1 and \
+                    elt.args[0].keyword is None and ctx.code(elt.args[0].value) == "0":
+                stack = (call, elt.func.attr.value)
+    if stack is None:
+        yield Refusal("split-segment-reduce", f"`{chunks}` is used other than as torch.stack([c.mean(0) / "
+                      f"c.sum(0) for c in {chunks}]): no tensor form of the split is known for that use")
+        return
+    call, how = stack
+    seg, total = f"{chunks}_segment", f"{chunks}_sum"
+    lines = (f"{seg} = torch.repeat_interleave(torch.arange({lengths}.shape[0], device={x}.device), {lengths}, "
+             f"output_size={x}.shape[0])\n"
+             f"{total} = {x}.new_zeros(({lengths}.shape[0],) + tuple({x}.shape[1:])).index_add_(0, {seg}, {x})\n")
+    st = ctx.stmt
+    assert isinstance(st, cst.SimpleStatementLine)  # _split_by_tolist checked it
+    new = [cst.parse_statement(ln + "\n") for ln in lines.splitlines()]
+    new[0] = new[0].with_changes(leading_lines=st.leading_lines)
+    new[-1] = new[-1].with_changes(trailing_whitespace=st.trailing_whitespace)
+    expr = total if how == "sum" else \
+        f"{total} / {lengths}.reshape((-1,) + (1,) * ({x}.dim() - 1)).to({total}.dtype)"
+    swaps: dict[cst.CSTNode, object] = {ctx.stmt: cst.FlattenSentinel(new), call: cst.parse_expression(expr)}
+    yield Rewrite("split-segment-reduce", "rewrite",
+                  f"split by {lengths}.tolist() + per-chunk {how}(0) -> index_add_ over segment ids",
+                  "one scatter-add instead of a Python list of chunks (float sums may round in another order)",
+                  {ctx.path: add_import(ctx.swap(swaps), "import torch")})
+
+
+@rule("tensor-slice")
+def _tensor_slice(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
+    """`a[:, s:e] = b` / `a[:, s:s + K]` with tensor bounds -> index_copy_ / index_select."""
+    for n in walk(ctx.stmt):
+        if not isinstance(n, cst.Subscript) or len(n.slice) < 1:
+            continue
+        els = list(n.slice)
+        dim = next((i for i, e in enumerate(els) if isinstance(e.slice, cst.Slice)
+                    and (e.slice.lower is not None or e.slice.upper is not None)), None)
+        if dim is None or any(not (isinstance(e.slice, cst.Slice) and e.slice.lower is None and e.slice.upper is None)
+                              for e in els[:dim]) or len(els) != dim + 1:
+            continue
+        sl = els[dim].slice
+        assert isinstance(sl, cst.Slice)
+        if sl.step is not None or sl.lower is None or sl.upper is None:
+            continue
+        lo, hi = ctx.code(sl.lower), ctx.code(sl.upper)
+        base = ctx.code(n.value)
+        parent = ctx.parents.get(ctx.parents.get(n, n), None)
+        assign = next((s for s in small(ctx.stmt) if isinstance(s, cst.Assign)
+                       and any(t.target is n for t in s.targets)), None)
+        if assign is not None:
+            val = ctx.code(assign.value)
+            new = small_stmt(
+                f"{base}.index_copy_({dim}, {lo} + torch.arange({val}.shape[{dim}], device={base}.device), {val})")
+            yield Rewrite("tensor-slice", "rewrite", "slice assignment with tensor bounds -> index_copy_",
+                          "an out-of-range window raises instead of being clipped",
+                          {ctx.path: add_import(ctx.swap({assign: new}), "import torch")})
+            return
+        m = re.fullmatch(rf"{re.escape(lo)}\s*\+\s*(\d+)", hi)
+        if m and parent is not None:
+            new_e = cst.parse_expression(
+                f"{base}.index_select({dim}, {lo} + torch.arange({m.group(1)}, device={base}.device))")
+            yield Rewrite("tensor-slice", "rewrite", "window with a tensor start -> index_select",
+                          "an out-of-range window raises instead of being clipped",
+                          {ctx.path: add_import(ctx.swap({n: new_e}), "import torch")})
+            return
+
+
+@rule("unique-segment-reduce")
+def _unique_segment_reduce(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
+    """``torch.stack([X[L == c].mean(0) for c in L.unique()])`` (or ``.sum(0)``) -> one
+    ``index_add_`` over ``L.unique(return_inverse=True)``: the per-class reduction without a
+    Python loop over data-dependent values (the class count is an unbacked size, so the patch
+    turns on ``capture_dynamic_output_shape_ops``)."""
+    if not isinstance(ctx.stmt, cst.SimpleStatementLine):
+        return
+    for call in (n for n in walk(ctx.stmt) if isinstance(n, cst.Call) and ctx.code(n.func) == "torch.stack"):
+        if len(call.args) != 1 or not isinstance(call.args[0].value, (cst.ListComp, cst.GeneratorExp)):
+            continue
+        comp = call.args[0].value
+        cf = comp.for_in
+        if not isinstance(cf.target, cst.Name) or cf.inner_for_in is not None or cf.ifs:
+            continue
+        it = cf.iter
+        if not (isinstance(it, cst.Call) and isinstance(it.func, cst.Attribute) and it.func.attr.value == "unique"
+                and not it.args and isinstance(it.func.value, cst.Name)):
+            continue
+        labels, v = it.func.value.value, cf.target.value
+        elt = comp.elt
+        if not (isinstance(elt, cst.Call) and isinstance(elt.func, cst.Attribute) and elt.func.attr.value in ("mean", "sum")
+                and len(elt.args) == 1 and ctx.code(elt.args[0].value) == "0"
+                and isinstance(elt.func.value, cst.Subscript) and isinstance(elt.func.value.value, cst.Name)
+                and len(elt.func.value.slice) == 1 and isinstance(elt.func.value.slice[0].slice, cst.Index)):
+            yield Refusal("unique-segment-reduce", "the loop over unique() values is not X[L == c].mean(0) / "
+                          ".sum(0): no tensor form is known for it")
+            return
+        cmp = elt.func.value.slice[0].slice.value
+        if isinstance(cmp, cst.Comparison) and len(cmp.comparisons) == 1 and \
+                isinstance(cmp.comparisons[0].operator, cst.Equal):
+            sides = {ctx.code(cmp.left), ctx.code(cmp.comparisons[0].comparator)}
+        else:
+            sides = set()
+        if sides != {labels, v}:
+            yield Refusal("unique-segment-reduce", f"the mask is not `{labels} == {v}`: no tensor form is known")
+            return
+        x, how = elt.func.value.value.value, elt.func.attr.value
+        stem = (assigned(ctx.stmt) or ["groups"])[0]
+        classes, seg, counts = f"{stem}_classes", f"{stem}_segment", f"{stem}_counts"
+        total = f"{x}.new_zeros(({classes}.shape[0],) + tuple({x}.shape[1:])).index_add_(0, {seg}, {x})"
+        expr = total if how == "sum" else f"{total} / {counts}.reshape((-1,) + (1,) * ({x}.dim() - 1)).to({x}.dtype)"
+        pre = [cst.parse_statement(f"{classes}, {seg} = {labels}.unique(return_inverse=True)\n")]
+        if how == "mean":
+            pre.append(cst.parse_statement(f"{counts} = torch.bincount({seg}, minlength={classes}.shape[0])\n"))
+        pre[0] = pre[0].with_changes(leading_lines=ctx.stmt.leading_lines)
+        swaps: dict[cst.CSTNode, object] = {
+            call: cst.parse_expression(expr),
+            ctx.stmt: lambda upd, pre=pre: cst.FlattenSentinel([*pre, upd.with_changes(leading_lines=[])])}
+        code = add_import(ctx.swap(swaps), "import torch")
+        code = add_import(code, "torch._dynamo.config.capture_dynamic_output_shape_ops = True  "
+                                 "# graphstitch fix: unique() has a data-dependent size")
+        yield Rewrite("unique-segment-reduce", "rewrite",
+                      f"per-class {how}(0) over {labels}.unique() -> index_add_ over the inverse indices",
+                      "one scatter-add, no Python loop; turns on capture_dynamic_output_shape_ops for the process "
+                      "(float sums may round in another order)", {ctx.path: code})
+        return

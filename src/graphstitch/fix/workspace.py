@@ -1,0 +1,131 @@
+"""THE workspace of `graphstitch fix`: the user's project with some files patched.
+
+Every trial, `--diff`, `--apply`'s re-verification and `--all` run their census here, so a
+patch verified in a trial is verified the same way when it is written. The patched texts
+are written into a temp folder and imported *in place of* the originals (the overlay of
+``targets.use_overlay``): the whole project is the user's own tree, however it is laid out
+(a package beside the factory, a src layout, namespace packages, relative imports, a
+library checkout on ``PYTHONPATH``, an installed library module), and the worker proves no
+original of a patched file was imported. The census is checked against the original code's
+eager run (``Options.reference``) and mapped back to the user's files. No torch import.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import difflib
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from .. import procs, worker
+from ..files import encode_source, read_source, source_text
+from ..model import Census, ErrorInfo, ErrorKind, Graph, Site, SkippedFrame, StackEntry
+from ..paths import identity_path, in_project
+from ..targets import Options, target_root
+
+
+@dataclass
+class Workspace:
+    spec: str        # the user's target
+    project: str     # the project: what fix may edit (--project, [tool.graphstitch] project, the target's root)
+    id_root: str     # names files in site identities, as the baseline census does (the target's root)
+
+    @classmethod
+    def of(cls, spec: str, project: str | None = None) -> Workspace:
+        """The workspace of SPEC; PROJECT defaults to the target's project root."""
+        root = target_root(spec)
+        return cls(spec, os.path.realpath(project) if project else root, root)
+
+    def job(self, opts: Options) -> worker.Job:
+        """The census job of the unpatched target (the baseline, a config or hatch trial)."""
+        setup = "graphstitch.fix.hatches:install" if opts.patches and opts.patches.wrap else None
+        return worker.Job(spec=self.spec, options=opts, project_root=self.id_root, setup=setup)
+
+    def census(self, opts: Options, files: dict[str, str], timeout: float | None, *,
+               warm: procs.Child | None = None, map_lines: bool = True) -> Census:
+        """The census of the project with ``files`` (path -> new text) patched, mapped back to
+        the user's paths (and lines, unless ``map_lines`` is false: `--all` keeps the lines
+        of the patched text it goes on rewriting)."""
+        with self._patched(opts, files) as (job, back):
+            trial = worker.run(job, timeout=timeout, warm=warm).census
+        back(trial, map_lines)
+        return trial
+
+    def ranks(self, opts: Options, files: dict[str, str], nproc: int, timeout: float | None) -> dict[int, Census]:
+        """The same patched project on NPROC gloo ranks (`graphstitch ranks`' launcher): each
+        rank's census against the original's eager run on that rank."""
+        from ..ranks import run_ranks
+        with self._patched(opts, files) as (job, back):
+            assert job.spec is not None
+            censuses, _ = run_ranks(job.spec, nproc, job.options, timeout=timeout, project_root=job.project_root)
+        for c in censuses.values():
+            back(c, True)
+        return censuses
+
+    @contextlib.contextmanager
+    def _patched(self, opts: Options, files: dict[str, str]
+                 ) -> Iterator[tuple[worker.Job, Callable[[Census, bool], None]]]:
+        """(the census job on the patched project, what maps its census back) while the
+        patched copies exist."""
+        with tempfile.TemporaryDirectory(prefix="graphstitch-fix-") as tmp:
+            copies: dict[str, str] = {}    # realpath of the original -> its patched copy
+            for path, text in files.items():
+                real = os.path.realpath(path)
+                # The project's layout under the temp folder (readable paths in tracebacks);
+                # a file outside the project under its identity path (transformers/…).
+                rel = os.path.relpath(real, self.project) if in_project(real, self.project) else \
+                    os.path.join("_outside", identity_path(real, self.id_root).lstrip("/"))
+                copy = os.path.join(tmp, rel)
+                os.makedirs(os.path.dirname(copy), exist_ok=True)
+                _, fmt = read_source(real)
+                with open(copy, "wb") as f:
+                    f.write(encode_source(text, fmt))
+                copies[real] = copy
+            trial_opts = dataclasses.replace(opts, fresh=True, patches=None, reference=self.spec, overlay=copies)
+            back = {os.path.realpath(c): p for p, c in copies.items()}       # patched copy -> original
+            maps = {p: _line_map(source_text(p), text) for p, text in
+                    ((os.path.realpath(k), t) for k, t in files.items())}   # original -> its line map
+
+            def map_back(trial: Census, map_lines: bool) -> None:
+                ran = {os.path.realpath(x) for x in [*(g.file for g in trial.graphs), *(s.file for s in trial.sites)]}
+                leaked = sorted(ran & set(copies))
+                if leaked and trial.error is None:  # overlay_leaks' proof, from what was compiled
+                    trial.error = ErrorInfo(ErrorKind.PATCH, "the original code of a patched file was compiled: "
+                                            + ", ".join(leaked[:3]))
+                items: list[Site | SkippedFrame | Graph | StackEntry] = [
+                    *trial.sites, *trial.skipped_frames, *trial.graphs, *(fr for s in trial.sites for fr in s.stack)]
+                for item in items:
+                    orig = back.get(os.path.realpath(item.file))
+                    if orig is None:
+                        continue
+                    item.file = orig
+                    if map_lines:
+                        item.line = maps[orig].get(item.line, item.line)
+                    if isinstance(item, (Site, SkippedFrame)):
+                        item.id = dataclasses.replace(item.id, path=identity_path(orig, self.id_root))
+                trial.target = self.spec
+
+            yield worker.Job(spec=self.spec, options=trial_opts, project_root=self.id_root), map_back
+
+
+def _line_map(old: str, new: str) -> dict[int, int]:
+    """New line number -> old line number for lines the patch did not touch."""
+    sm = difflib.SequenceMatcher(a=old.splitlines(), b=new.splitlines(), autojunk=False)
+    out: dict[int, int] = {}
+    for tag, i1, i2, j1, _ in sm.get_opcodes():
+        if tag == "equal":
+            for k in range(i2 - i1):
+                out[j1 + k + 1] = i1 + k + 1
+    return out
+
+
+def unified_diff(path: str, old: str, new: str, *, label: str | None = None) -> str:
+    """One file's patch; LABEL names it (default: its path as shown to the user)."""
+    from ..paths import short_path
+    rel = label or short_path(path)
+    return "".join(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
+                                        fromfile=f"a/{rel}", tofile=f"b/{rel}"))
+
