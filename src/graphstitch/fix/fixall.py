@@ -26,7 +26,7 @@ from ..targets import Options, Patches, target_file
 from .candidates import Candidate, candidates
 from .patches import WRITABLE_KINDS, patch_text, plan_patch, write_files
 from .rules import Rewrite, proposals
-from .trials import Counts, Fix, evaluate, rank, same_break, uncovered, untraced_code
+from .trials import Counts, Fix, evaluate, new_breaks, rank, uncovered, untraced_code
 from .workspace import Workspace
 
 
@@ -72,7 +72,7 @@ def combined_check(base: Census, final: Census) -> list[str]:
         return why
     d = diff(base, final)
     hidden = untraced_code(base)
-    moved = [s for s in d.new_sites if not uncovered(base, s, hidden) and not any(same_break(s, b) for b in base.sites)]
+    moved = [s for s in new_breaks(base, final) if not uncovered(base, s, hidden)]
     if moved:
         why.append("new site " + ", ".join(site_label(s.id, s.line) for s in moved))
     if d.new_skipped:

@@ -14,6 +14,7 @@ import os
 import queue
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -111,10 +112,33 @@ class FixReport(Census):
         return [f for f in self.fixes if f.site == sid]
 
 
-def same_break(a: Site, b: Site) -> bool:
-    """The same break on the same line of code, whatever function holds it now (a region
-    split or an extract moves statements into new functions; their other sites go along)."""
-    return (a.id.gb_id, a.id.path, a.id.code) == (b.id.gb_id, b.id.path, b.id.code)
+def break_key(s: Site) -> tuple[str, str, str]:
+    """A break as a patch sees it: its GB id on a line of code in a file, whatever function
+    holds that line now or where (a region split or an extract moves statements into new
+    functions; their other sites go along)."""
+    return s.id.gb_id, s.id.path, s.code.strip()
+
+
+def site_remains(base: Census, trial: Census, site: Site) -> bool:
+    """Is SITE still there in TRIAL: as many breaks of its key as in BASE (the same line of
+    code can break at several places: one fewer means this one went)."""
+    key = break_key(site)
+    return sum(break_key(s) == key for s in trial.sites) >= sum(break_key(s) == key for s in base.sites)
+
+
+def new_breaks(base: Census, trial: Census) -> list[Site]:
+    """TRIAL's breaks beyond BASE's, by key (relocated breaks are not new): for a key with
+    more breaks than before, the excess ones (those whose identity BASE does not have first)."""
+    left = Counter(break_key(s) for s in base.sites)
+    known = {s.id for s in base.sites}
+    out = []
+    for s in sorted(trial.sites, key=lambda s: s.id not in known):
+        k = break_key(s)
+        if left[k] > 0:
+            left[k] -= 1
+        else:
+            out.append(s)
+    return out
 
 
 Reader = Callable[[str], str]
@@ -167,8 +191,8 @@ def evaluate(site: Site, cand: Candidate, base: Census, trial: Census, read: Rea
                    .replace("  ", " "))
     d = diff(base, trial)
     # A break whose line a restructure moved into another function is the same break.
-    still = trial.site(site.id) is not None or any(same_break(s, site) for s in trial.sites)
-    moved = [s for s in d.new_sites if not any(same_break(s, b) for b in base.sites)]
+    still = site_remains(base, trial, site)
+    moved = new_breaks(base, trial)
     hidden = untraced_code(base, read) if moved and not still else {}
     revealed = [s for s in moved if not still and uncovered(base, s, hidden)]
     new_sites = [site_label(s.id, s.line) for s in moved if s not in revealed]

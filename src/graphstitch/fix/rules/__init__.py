@@ -15,6 +15,8 @@ is censused in the fix workspace and judged like any other trial. No torch impor
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import os
 from collections.abc import Sequence
 
@@ -79,4 +81,42 @@ def proposals(site: Site, root: str | None, *, target_file: str | None = None, f
             else:
                 r.upstream = any(not in_project(p, root) for p in r.files)
                 out.append(r)
+    out += [c for r in out if r.rule in _THEN_KEEP_TENSOR and (c := _then_keep_tensor(r, ctx)) is not None]
     return out, refused
+
+
+# Rules whose output is a tensor where the code had host values (numpy's, scipy's): a
+# float()/.item() around it is then a break of its own on the same line, so each is also
+# offered composed with item-keep-tensor.
+_THEN_KEEP_TENSOR = ("numpy-torch", "scipy-special-torch")
+
+
+def _then_keep_tensor(first: Rewrite, ctx: Ctx) -> Rewrite | None:
+    text = first.files.get(ctx.path)
+    if text is None or len(first.files) != 1:
+        return None
+    line = _mapped_line(ctx.source, text, ctx.idx.pos[ctx.stmt])
+    try:
+        idx = Index(MetadataWrapper(cst.parse_module(text)))
+    except cst.ParserSyntaxError:
+        return None
+    stmt = idx.statement_at(line)
+    if stmt is None:
+        return None
+    func = idx.enclosing(stmt, cst.FunctionDef)
+    ctx2 = dataclasses.replace(ctx, source=text, idx=idx, stmt=stmt,
+                               func=func if isinstance(func, cst.FunctionDef) else None)
+    then = next((r for r in scalars.item_keep_tensor(ctx2) if isinstance(r, Rewrite)), None)
+    if then is None or not parses(then.files[ctx.path]):
+        return None
+    return dataclasses.replace(then, rule=f"{first.rule}+{then.rule}", label=f"{first.label}, then {then.label}",
+                               tradeoff=f"{first.tradeoff}; {then.tradeoff}", upstream=first.upstream)
+
+
+def _mapped_line(old: str, new: str, line: int) -> int:
+    """LINE of OLD in NEW (within what replaced it, when the patch changed it)."""
+    sm = difflib.SequenceMatcher(a=old.splitlines(), b=new.splitlines(), autojunk=False)
+    for _, i1, i2, j1, j2 in sm.get_opcodes():
+        if i1 < line <= i2:
+            return j1 + max(1, min(line - i1, j2 - j1))
+    return line

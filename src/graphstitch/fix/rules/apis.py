@@ -77,11 +77,40 @@ def _drop_graph_break(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
                           {ctx.path: ctx.swap({ctx.stmt: cst.parse_statement("pass\n")})})
 
 
+# numpy functions of arrays with a torch twin that gives the same values on the same dtype:
+# np name -> (torch call, extra keyword arguments).
+_NUMPY_TWINS = {
+    "abs": ("torch.abs", ""), "absolute": ("torch.abs", ""), "max": ("torch.amax", ""), "amax": ("torch.amax", ""),
+    "min": ("torch.amin", ""), "amin": ("torch.amin", ""), "sum": ("torch.sum", ""), "mean": ("torch.mean", ""),
+    "sqrt": ("torch.sqrt", ""), "exp": ("torch.exp", ""), "log": ("torch.log", ""), "log1p": ("torch.log1p", ""),
+    "expm1": ("torch.expm1", ""), "square": ("torch.square", ""), "sign": ("torch.sign", ""),
+    "floor": ("torch.floor", ""), "ceil": ("torch.ceil", ""), "tanh": ("torch.tanh", ""), "sin": ("torch.sin", ""),
+    "cos": ("torch.cos", ""), "maximum": ("torch.maximum", ""), "minimum": ("torch.minimum", ""),
+    "clip": ("torch.clamp", ""), "argmax": ("torch.argmax", ""), "argmin": ("torch.argmin", ""),
+    "std": ("torch.std", "correction=0"), "var": ("torch.var", "correction=0"),
+    "argsort": ("torch.argsort", "stable=True"), "isfinite": ("torch.isfinite", ""),
+    "isnan": ("torch.isnan", ""), "any": ("torch.any", ""), "all": ("torch.all", ""),
+}
+_TO_NUMPY = re.compile(r"(\.detach\(\))?(\.cpu\(\))?\.numpy\(\)$")
+
+
 @rule("numpy-torch")
 def _numpy_torch(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
-    """numpy calls on a tensor's values with exact torch equivalents."""
+    """numpy calls on a tensor's values (``np.max(np.abs(t.numpy()))``) -> their torch twins
+    on the tensor: the values stay in the graph. An argument is a tensor's values when it is
+    ``t.numpy()`` or a call this rule converts; numbers pass as they are."""
     swaps: dict[cst.CSTNode, object] = {}
-    for n in walk(ctx.stmt):
+    converted: dict[cst.CSTNode, str] = {}      # a call -> its torch source
+
+    def tensor_src(arg: cst.BaseExpression) -> str | None:
+        if arg in converted:
+            return converted[arg]
+        code = ctx.code(arg)
+        if isinstance(arg, cst.Call) and _TO_NUMPY.search(code):
+            return _TO_NUMPY.sub("", code)
+        return None
+
+    for n in _postorder(ctx.stmt):
         if not isinstance(n, cst.Call):
             continue
         f = ctx.code(n.func)
@@ -89,15 +118,33 @@ def _numpy_torch(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
             yield Refusal("numpy-torch", "numpy's random stream differs from torch's: a torch rewrite cannot be "
                           "verified against eager outputs")
             return
-        if f in ("np.argsort", "numpy.argsort") and len(n.args) == 1:
-            arg = n.args[0].value
-            src = ctx.code(arg)
-            src = re.sub(r"(\.detach\(\))?(\.cpu\(\))?\.numpy\(\)$", "", src)
-            swaps[n] = cst.parse_expression(f"torch.argsort({src}, stable=True)")
+        m = re.fullmatch(r"(?:np|numpy)\.(\w+)", f)
+        if not m or m.group(1) not in _NUMPY_TWINS or not n.args or any(a.star for a in n.args):
+            continue
+        first = tensor_src(n.args[0].value)
+        if first is None:
+            continue
+        rest = []
+        for a in n.args[1:]:
+            src = tensor_src(a.value) or ctx.code(a.value)
+            rest.append(f"{ctx.code(a.keyword)}={src}" if a.keyword else src)
+        fn, extra = _NUMPY_TWINS[m.group(1)]
+        args = ", ".join([first, *rest, *([extra] if extra else [])]).replace("axis=", "dim=")
+        converted[n] = f"{fn}({args})"
+    # Only the outermost converted calls are swapped (the inner ones are in their text).
+    for n, src in converted.items():
+        if not any(n is not o and n in set(walk(o)) for o in converted):
+            swaps[n] = cst.parse_expression(src)
     if swaps:
-        yield Rewrite("numpy-torch", "rewrite", "np.argsort(t.numpy()) -> torch.argsort(t, stable=True)",
-                      "torch's stable sort orders ties like numpy's default only for distinct values",
-                      {ctx.path: add_import(ctx.swap(swaps), "import torch")})
+        yield Rewrite("numpy-torch", "rewrite", "numpy on a tensor's values -> the torch twins on the tensor",
+                      "the values stay a tensor (in the graph); numpy's and torch's reductions may round in "
+                      "another order", {ctx.path: add_import(ctx.swap(swaps), "import torch")})
+
+
+def _postorder(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    for c in node.children:
+        yield from _postorder(c)
+    yield node
 
 
 # scipy.special functions with a torch.special twin of the same name and arguments.

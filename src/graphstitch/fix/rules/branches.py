@@ -37,14 +37,96 @@ def _effects_in(block: cst.CSTNode, ctx: Ctx) -> str | None:
     return None
 
 
+class _TensorBool(cst.CSTTransformer):
+    """Python truth on tensors -> tensor logic: ``not t`` -> ``torch.logical_not(t)``,
+    ``a and b`` -> ``torch.logical_and(...)``, ``any(f(x) for x in xs)`` ->
+    ``torch.stack([f(x) for x in xs]).any()``, ``a if c else b`` -> ``torch.where(c, a, b)``
+    (``True if c else False`` -> ``c``). Operands that may be Python bools are wrapped in
+    ``torch.as_tensor`` (a no-op on a tensor)."""
+
+    def __init__(self, module: cst.Module):
+        self.module = module
+        self.changed = False
+
+    def _t(self, node: cst.BaseExpression) -> str:
+        code = self.module.code_for_node(node)
+        return code if code.startswith("torch.") else f"torch.as_tensor({code})"
+
+    def leave_UnaryOperation(self, original_node: cst.UnaryOperation, updated_node: cst.UnaryOperation
+                             ) -> cst.BaseExpression:
+        if isinstance(updated_node.operator, cst.Not):
+            self.changed = True
+            return cst.parse_expression(f"torch.logical_not({self._t(updated_node.expression)})")
+        return updated_node
+
+    def leave_BooleanOperation(self, original_node: cst.BooleanOperation, updated_node: cst.BooleanOperation
+                               ) -> cst.BaseExpression:
+        self.changed = True
+        fn = "logical_and" if isinstance(updated_node.operator, cst.And) else "logical_or"
+        return cst.parse_expression(f"torch.{fn}({self._t(updated_node.left)}, {self._t(updated_node.right)})")
+
+    def leave_IfExp(self, original_node: cst.IfExp, updated_node: cst.IfExp) -> cst.BaseExpression:
+        self.changed = True
+        body, orelse = (self.module.code_for_node(x) for x in (updated_node.body, updated_node.orelse))
+        test = self.module.code_for_node(updated_node.test)
+        if (body, orelse) == ("True", "False"):
+            return updated_node.test
+        if (body, orelse) == ("False", "True"):
+            return cst.parse_expression(f"torch.logical_not({self._t(updated_node.test)})")
+        return cst.parse_expression(f"torch.where({test}, {body}, {orelse})")
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
+        f = updated_node.func
+        if isinstance(f, cst.Name) and f.value in ("any", "all") and len(updated_node.args) == 1 and \
+                isinstance(updated_node.args[0].value, (cst.GeneratorExp, cst.ListComp)):
+            self.changed = True
+            comp = updated_node.args[0].value
+            lst = self.module.code_for_node(cst.ListComp(elt=comp.elt, for_in=comp.for_in))
+            return cst.parse_expression(f"torch.stack({lst}).{f.value}()")
+        return updated_node
+
+
+def tensor_bool(ctx: Ctx, expr: cst.BaseExpression) -> tuple[cst.BaseExpression, bool]:
+    """(EXPR with its Python truth turned into tensor logic, whether anything changed)."""
+    t = _TensorBool(ctx.module)
+    out = expr.visit(t)
+    assert isinstance(out, cst.BaseExpression)
+    return out, t.changed
+
+
+def where_assign(ctx: Ctx, st: cst.If) -> list[cst.BaseStatement] | Refusal | None:
+    """``if c: a = x`` (``else: a = y``) -> ``a = torch.where(c, x, a or y)`` per name; None
+    when the `if` is not of that form, a Refusal when it is but cannot be."""
+    orelse = st.orelse.body if isinstance(st.orelse, cst.Else) else None
+    if isinstance(st.orelse, cst.If):
+        return None
+    a = _plain_assigns(st.body)
+    b = _plain_assigns(orelse) if orelse is not None else []
+    if a is None or b is None or not a:
+        return None
+    da, db = dict(a), dict(b)
+    targets = list(dict.fromkeys([n for n, _ in a] + [n for n, _ in b]))
+    if len(da) != len(a) or len(db) != len(b):
+        return None
+    if len(targets) > 1 and any(set(targets) & names(v) for v in [*da.values(), *db.values()]):
+        return Refusal("if-where", "the branches read names they assign; no single torch.where per name")
+    test = ctx.code(tensor_bool(ctx, st.test)[0])
+    lines = [f"{n} = torch.where({test}, {ctx.code(da[n]) if n in da else n}, {ctx.code(db[n]) if n in db else n})"
+             for n in targets]
+    new_stmts: list[cst.BaseStatement] = [cst.parse_statement(ln + "\n") for ln in lines]
+    new_stmts[0] = new_stmts[0].with_changes(leading_lines=st.leading_lines)
+    return new_stmts
+
+
 @rule("if-where")
 def _if_where(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
     """A data-dependent `if`: same names assigned -> torch.where; returns -> torch.where;
-    calls with matching outputs -> torch.cond; `if cond: raise` -> torch._assert_async."""
+    calls with matching outputs -> torch.cond; `if cond: raise` -> torch._assert_async. The
+    condition's Python truth (`not`, `and`, `any(...)`) becomes tensor logic."""
     st = ctx.stmt
     if not isinstance(st, cst.If):
         return
-    test = ctx.code(st.test)
+    test = ctx.code(tensor_bool(ctx, st.test)[0])
     eff = _effects_in(st, ctx)
     if eff:
         yield Refusal("if-where", f"a branch changes state (`{eff}`): torch.where/cond would always or never "
@@ -72,25 +154,21 @@ def _if_where(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
                           "computes both branches; they must have the same shape and dtype",
                           {ctx.path: add_import(ctx.swap(swaps), "import torch")})
         return
-    a = _plain_assigns(st.body)
-    b = _plain_assigns(orelse) if orelse is not None else []
-    if a is None or b is None or not a:
+    made = where_assign(ctx, st)
+    if made is None:
         return
-    da, db = dict(a), dict(b)
-    targets = list(dict.fromkeys([n for n, _ in a] + [n for n, _ in b]))
-    if len(da) != len(a) or len(db) != len(b):
+    if isinstance(made, Refusal):
+        yield made
         return
-    if len(targets) > 1 and any(set(targets) & names(v) for v in [*da.values(), *db.values()]):
-        yield Refusal("if-where", "the branches read names they assign; no single torch.where per name")
-        return
-    lines = [f"{n} = torch.where({test}, {ctx.code(da[n]) if n in da else n}, {ctx.code(db[n]) if n in db else n})"
-             for n in targets]
-    new_stmts = [cst.parse_statement(ln + "\n") for ln in lines]
-    new_stmts[0] = new_stmts[0].with_changes(leading_lines=st.leading_lines)
+    targets = [ctx.code(s.body[0].targets[0].target) for s in made if isinstance(s, cst.SimpleStatementLine)
+               and isinstance(s.body[0], cst.Assign)]
     yield Rewrite("if-where", "rewrite", f"`if` assigning {', '.join(targets)} -> torch.where",
                   "computes both branches; they must have the same shape and dtype",
-                  {ctx.path: add_import(ctx.swap({st: cst.FlattenSentinel(new_stmts)}), "import torch")})
+                  {ctx.path: add_import(ctx.swap({st: cst.FlattenSentinel(made)}), "import torch")})
     # Calls with the same arguments in both branches: torch.cond runs one branch.
+    a = _plain_assigns(st.body) or []
+    b = _plain_assigns(orelse) if orelse is not None else []
+    da, db = dict(a), dict(b or [])
     if len(targets) == 1 and targets[0] in da and targets[0] in db:
         ca, cb = da[targets[0]], db[targets[0]]
         if isinstance(ca, cst.Call) and isinstance(cb, cst.Call) and \
@@ -119,7 +197,8 @@ def where_return(ctx: Ctx, st: cst.If) -> dict[cst.CSTNode, object] | None:
         ret_b = _only_return([drop]) if drop is not None else None
     if ret_b is None:
         return None
-    new = cst.parse_statement(f"return torch.where({ctx.code(st.test)}, {ctx.code(ret_a)}, {ctx.code(ret_b)})\n")
+    test = ctx.code(tensor_bool(ctx, st.test)[0])
+    new = cst.parse_statement(f"return torch.where({test}, {ctx.code(ret_a)}, {ctx.code(ret_b)})\n")
     swaps: dict[cst.CSTNode, object] = {st: new.with_changes(leading_lines=st.leading_lines)}
     if drop is not None:
         swaps[drop] = cst.RemovalSentinel.REMOVE

@@ -158,18 +158,27 @@ def _log_reorder(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
         specs = re.findall(r"%[-#0 +]*\d*(?:\.\d+)?([a-zA-Z%])", ast.literal_eval(first.value)) \
             if isinstance(first, cst.SimpleString) else []
     specs = [c for c in specs if c != "%"]
-    args = [fmt_text] + [f"str({code})" if i < len(specs) and specs[i] == "s" and _NOT_TENSOR.search(code) else code
-                         for i, code in enumerate(arg_codes)]
+
+    def arg(i: int, code: str, unwrap: bool) -> str:
+        if i >= len(specs) or specs[i] != "s":
+            return code
+        if code.startswith("str(") and code.endswith(")") and unwrap:
+            return code[4:-1]          # %s formats it with str() when the record is emitted
+        return f"str({code})" if _NOT_TENSOR.search(code) and not code.startswith("str(") else code
+
     name = helper_name(ctx, f"_{logger}_{level}")
     helper = (f"def {name}(*args):  # graphstitch fix: a plain function Dynamo defers past the graph\n"
               f"    {logger}.{level}(*args, stacklevel=2)\n\n\n"
               f"torch._dynamo.config.reorderable_logging_functions.add({name})\n")
-    helper_stmts = list(cst.parse_module(helper).body)
-    new_call = expr.with_changes(value=cst.parse_expression(f"{name}({', '.join(args)})"))
-    code = place_helper(ctx, helper_stmts, {expr: new_call})
-    yield Rewrite("log-reorder", "rewrite", f"{logger}.{level}(...) -> {name}(...), deferred by Dynamo past the graph",
-                  "the record is emitted after the graph runs, not between its ops; the module registers "
-                  f"{name} in torch._dynamo.config.reorderable_logging_functions", {ctx.path: code})
+    variants = [False, True] if any(c.startswith("str(") for c in arg_codes) else [False]
+    for unwrap in variants:
+        args = [fmt_text] + [arg(i, code, unwrap) for i, code in enumerate(arg_codes)]
+        new_call = expr.with_changes(value=cst.parse_expression(f"{name}({', '.join(args)})"))
+        code = place_helper(ctx, list(cst.parse_module(helper).body), {expr: new_call})
+        yield Rewrite("log-reorder", "rewrite", f"{logger}.{level}(...) -> {name}(...), deferred by Dynamo past the graph"
+                      + (" (objects passed unformatted)" if unwrap else ""),
+                      "the record is emitted after the graph runs, not between its ops; the module registers "
+                      f"{name} in torch._dynamo.config.reorderable_logging_functions", {ctx.path: code})
 
 
 @rule("io-defer")

@@ -21,12 +21,17 @@ from .base import Ctx, Refusal, Rewrite, rule
 from .syntax import add_import, bound, locals_read, reads, small, tidy_blank_lines, walk
 
 IO_CALLS = re.compile(r"\b(torch\.save|open|np\.save|pickle\.dump|json\.dump)\s*\(")
+# Calls that read or change the host's state (clock, random streams, processes, the
+# console): a hatch traced once would freeze their value, or run them at trace time only.
+HOST_CALLS = re.compile(r"\b(time|random|datetime|uuid|os|sys|socket|subprocess|secrets)\.\w+\s*\(|"
+                        r"\b(np|numpy)\.random\.|\b(print|input)\s*\(|\btorch\.(get|set)_rng_state\b")
 
 
 def helper_name(ctx: Ctx, stem: str) -> str:
-    """A module-level name the module does not use yet."""
+    """A module-level name the module does not use yet (one leading underscore: a name with
+    two would be mangled where a method calls it)."""
     taken = {n.value for n in walk(ctx.module) if isinstance(n, cst.Name)}
-    name = stem
+    name = "_" + re.sub(r"_+", "_", stem).strip("_")
     while name in taken:
         name += "_"
     return name
@@ -125,6 +130,11 @@ def _extract_hatch(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
     if eff:
         yield Refusal("extract-hatch", f"the statement changes state (`{eff}`): inside an opaque op the change "
                       "would not be seen by the compiled code (or not happen at run time)")
+        return
+    host = HOST_CALLS.search(ctx.code(st))
+    if host:
+        yield Refusal("extract-hatch", f"the statement calls `{host.group(0).strip()}`: a hatch traced once would "
+                      "freeze what it reads from the host (a clock, a random stream) or run it at trace time only")
         return
     inputs, outputs = helper_io(ctx, [st])
     io = IO_CALLS.search(ctx.code(st)) is not None

@@ -10,10 +10,11 @@ from collections.abc import Iterator
 import libcst as cst
 
 from .base import Ctx, Refusal, Rewrite, rule
-from .branches import where_return
+from .branches import tensor_bool, where_assign, where_return
 from .syntax import add_import, assigned, names, small, small_stmt, walk
 
 _SCALAR_CASTS = ("float", "int")
+_DATA_DEPENDENT = re.compile(r"[Dd]ata[- ]dependent|GB0170")
 
 
 def _unwrap_scalar(node: cst.BaseExpression) -> cst.BaseExpression | None:
@@ -29,21 +30,39 @@ def _unwrap_scalar(node: cst.BaseExpression) -> cst.BaseExpression | None:
 
 
 @rule("item-keep-tensor")
-def _item_keep_tensor(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
-    """`.item()` / float(t) / int(t) whose value only feeds tensor math: keep the 0-d tensor."""
+def item_keep_tensor(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
+    """`.item()` / float(t) / int(t) whose value only feeds tensor math: keep the 0-d tensor.
+    At a data-dependent branch on a line that makes a Python bool from tensors (``a and b``,
+    ``x if c else y``, ``not t``), keep that bool a tensor too. An ``if`` the value decides
+    later becomes ``torch.where`` when it returns in both branches or only assigns names."""
     if not isinstance(ctx.stmt, cst.SimpleStatementLine):
         return
-    scalars = {n: u for n in walk(ctx.stmt) if isinstance(n, cst.Call) and (u := _unwrap_scalar(n)) is not None}
-    if not scalars:
+    swaps: dict[cst.CSTNode, object] = {
+        n: u for n in walk(ctx.stmt) if isinstance(n, cst.Call) and (u := _unwrap_scalar(n)) is not None}
+    what = sorted({ctx.code(c.func).split(".")[-1] + "()" for c in swaps if isinstance(c, cst.Call)})
+    if _DATA_DEPENDENT.search(ctx.site.gb_type + " " + ctx.site.gb_id):
+        for s in small(ctx.stmt):
+            value = getattr(s, "value", None)
+            if isinstance(s, (cst.Assign, cst.AnnAssign)) and value is not None:
+                new, changed = tensor_bool(ctx, value)
+                if changed:
+                    swaps[value] = new
+                    what.append("Python bool")
+    if not swaps:
         return
+    scalars = {c: u for c in swaps if isinstance(c, cst.Call) and (u := _unwrap_scalar(c)) is not None}
     made = set(assigned(ctx.stmt))
-    swaps: dict[cst.CSTNode, object] = {k: v for k, v in scalars.items()}  # noqa: C416 - widen the type
     for st in ctx.later_in_func():
         test = getattr(st, "test", None)
         if test is not None and made & names(test) and isinstance(st, (cst.If, cst.While)):
+            # the `if` it decides returns in both branches, or only assigns names: torch.where too
             where = where_return(ctx, st) if isinstance(st, cst.If) else None
-            if where is not None:  # the `if` it decides returns in both branches: torch.where too
+            assign = where_assign(ctx, st) if isinstance(st, cst.If) and where is None else None
+            if where is not None:
                 swaps.update(where)
+                continue
+            if isinstance(assign, list):
+                swaps[st] = cst.FlattenSentinel(assign)
                 continue
             yield Refusal("item-keep-tensor", f"the value of {', '.join(sorted(made))} decides a Python "
                           f"`{'if' if isinstance(st, cst.If) else 'while'}` at line {ctx.pos[st]}: keeping the "
@@ -63,8 +82,7 @@ def _item_keep_tensor(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
                 var, lim = (a, b) if made & names(a) else (b, a)
                 kw = "min" if fname == "max" else "max"
                 swaps[n] = cst.parse_expression(f"torch.clamp({ctx.code(var)}, {kw}={ctx.code(lim)})")
-    what = sorted({ctx.code(c.func).split(".")[-1] for c in scalars})
-    yield Rewrite("item-keep-tensor", "rewrite", f"keep the 0-d tensor instead of {'/'.join(what)}()",
+    yield Rewrite("item-keep-tensor", "rewrite", f"keep the tensor instead of {'/'.join(what)}",
                   "the value stays a tensor: same math, but its dtype now takes part in type promotion",
                   {ctx.path: add_import(ctx.swap(swaps), "import torch")})
     # int(t) truncates a float value: keep that too (on an integer tensor the plain form is the one).
