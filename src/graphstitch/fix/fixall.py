@@ -157,6 +157,9 @@ def fix_all(spec: str, opts: Options, *, jobs: int = 2, timeout: float | None = 
         i = next(k for k, (f, _) in enumerate(results) if f is best)
         cand = pairs[i][1]
         assert cand.rewrite is not None
+        for path in cand.rewrite.files:   # a file first patched now (an uncovered site's): as it is on disk
+            if path not in overlay and os.path.realpath(path) not in out.source_sha256:
+                out.source_sha256[os.path.realpath(path)] = file_hash(path)
         overlay.update(cand.rewrite.files)
         cur = results[i][1]
         out.steps.append(Step(best.label, best.candidate, best.strategy, best.rule, best.tradeoff, cur.graph_count,

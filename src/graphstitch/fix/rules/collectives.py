@@ -109,6 +109,17 @@ def _module_file(ctx: Ctx, imp: cst.ImportFrom) -> str | None:
     return None
 
 
+def touches_collective(ctx: Ctx, stmts: list[cst.BaseStatement]) -> bool:
+    """Do STMTS run a collective, themselves or in a function of this module they call by
+    name? A patch that moves such code must be verified on several ranks too."""
+    codes = [ctx.code(st) for st in stmts]
+    called = {n.func.value for st in stmts for n in walk(st) if isinstance(n, cst.Call) and isinstance(n.func, cst.Name)}
+    called |= {n.func.attr.value for st in stmts for n in walk(st) if isinstance(n, cst.Call)
+               and isinstance(n.func, cst.Attribute)}
+    codes += [ctx.code(n) for n in walk(ctx.module) if isinstance(n, cst.FunctionDef) and n.name.value in called]
+    return any(_COLLECTIVE.search(c) for c in codes)
+
+
 @rule("drop-disable")
 def _drop_disable(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
     """The site calls a function the user disabled for Dynamo; if its body traces now (a

@@ -18,6 +18,7 @@ from collections.abc import Iterator, Sequence
 import libcst as cst
 
 from .base import Ctx, Refusal, Rewrite, rule
+from .collectives import touches_collective
 from .syntax import add_import, bound, locals_read, reads, small, tidy_blank_lines, walk
 
 IO_CALLS = re.compile(r"\b(torch\.save|open|np\.save|pickle\.dump|json\.dump)\s*\(")
@@ -94,7 +95,11 @@ def helper_io(ctx: Ctx, stmts: Sequence[cst.BaseStatement]) -> tuple[list[str], 
     """(inputs, outputs) of STMTS moved out of the function: the locals they read, and the
     names they bind that the rest of the function reads."""
     assert ctx.func is not None
-    inputs = locals_read(ctx.idx, stmts, ctx.func)
+    found = locals_read(ctx.idx, stmts, ctx.func)
+    fp = ctx.func.params
+    params = [p.name.value for p in [*fp.posonly_params, *fp.params, *fp.kwonly_params]]
+    # the function's parameters in signature order, then its other locals as first read
+    inputs = sorted(found, key=lambda n: params.index(n) if n in params else len(params) + found.index(n))
     inside = {n for st in stmts for n in walk(st)}
     end = max(ctx.idx.end[st] for st in stmts)
     later: list[cst.CSTNode] = [n for n in walk(ctx.func.body) if isinstance(n, cst.BaseStatement)
@@ -162,4 +167,4 @@ def _extract_hatch(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
     helper = helper_def(name, inputs, [st], outputs, "torch._dynamo.nonstrict_trace", "graphstitch fix")
     yield Rewrite("extract-hatch", "extract", f"statement moved into {name}() under nonstrict_trace",
                   "not traced by Dynamo (traced by AOT); inputs/outputs must be tensors, modules and constants",
-                  {ctx.path: place_helper(ctx, [helper], swaps)})
+                  {ctx.path: place_helper(ctx, [helper], swaps)}, ranks=2 if touches_collective(ctx, [st]) else 0)

@@ -68,7 +68,10 @@ def item_keep_tensor(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
                           f"`{'if' if isinstance(st, cst.If) else 'while'}` at line {ctx.pos[st]}: keeping the "
                           "tensor would move the break there")
             return
-    # Python-number helpers on the value, rewritten to their tensor forms.
+    # Python-number helpers on the value, rewritten to their tensor forms. A list made by a
+    # comprehension of kept values is a list of 0-d tensors.
+    lists = {t for sm in small(ctx.stmt) if isinstance(sm, cst.Assign) and isinstance(sm.value, cst.ListComp)
+             for t in assigned(ctx.stmt)}
     for st in ctx.later_in_func():
         for n in walk(st):
             if not isinstance(n, cst.Call) or not (made & names(n)) or n in swaps:
@@ -77,6 +80,11 @@ def item_keep_tensor(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
             fname = ctx.code(f)
             if fname in ("math.sqrt", "math.exp", "math.log") and len(n.args) == 1:
                 swaps[n] = n.with_changes(func=cst.parse_expression("torch." + fname.split(".")[1]))
+            elif fname in ("torch.tensor", "torch.as_tensor", "torch.Tensor", "torch.FloatTensor") and lists \
+                    and len(n.args) == 1 and ctx.code(n.args[0].value) in lists:
+                swaps[n] = cst.parse_expression(f"torch.stack({ctx.code(n.args[0].value)})")   # a list of kept tensors
+            elif fname in ("max", "min") and len(n.args) == 1 and ctx.code(n.args[0].value) in lists:
+                swaps[n] = cst.parse_expression(f"torch.stack({ctx.code(n.args[0].value)}).{fname}()")
             elif fname in ("max", "min") and len(n.args) == 2:
                 a, b = n.args[0].value, n.args[1].value
                 var, lim = (a, b) if made & names(a) else (b, a)
