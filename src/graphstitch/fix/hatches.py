@@ -6,6 +6,7 @@ before the target is compiled (run inside the trial's worker, with torch).
 
 from __future__ import annotations
 
+import inspect
 import os
 import re
 import sys
@@ -23,15 +24,18 @@ def install(calls: list[Call], options: Options) -> dict[str, Any]:
 
 
 def _find_function(file: str, function: str, line: int) -> tuple[Any, str, str, Callable[..., Any]]:
-    """(owner object, attribute name, module:qualname, function) of the user function whose
-    code holds ``file:line``: a module global or a method of a module-level class."""
+    """(owner object, attribute name, module:qualname, the object to wrap) of the user function
+    whose code holds ``file:line``: a module global or a method of a class of the module (nested
+    classes too). A decorated function is found through ``__wrapped__`` and wrapped as it is
+    decorated (the hatch goes around the decorator: the decorator keeps its meaning)."""
     real = os.path.realpath(file)
     mod = next((m for m in list(sys.modules.values())
                 if getattr(m, "__file__", None) and os.path.realpath(str(m.__file__)) == real), None)
     if mod is None:
         raise LookupError(f"no loaded module for {file}")
 
-    def holds(fn: Any) -> bool:
+    def holds(obj: Any) -> bool:
+        fn = inspect.unwrap(obj) if callable(obj) else obj
         code = getattr(fn, "__code__", None)
         if code is None or code.co_name != function or os.path.realpath(code.co_filename) != real:
             return False
@@ -41,14 +45,20 @@ def _find_function(file: str, function: str, line: int) -> tuple[Any, str, str, 
     for name, obj in list(vars(mod).items()):
         if holds(obj):
             return mod, name, f"{mod.__name__}:{name}", obj
-        if isinstance(obj, type) and getattr(obj, "__module__", None) == mod.__name__:
-            for attr, raw in list(vars(obj).items()):
-                fn = raw.__func__ if isinstance(raw, (staticmethod, classmethod)) else raw
-                if holds(fn):
-                    if isinstance(raw, (staticmethod, classmethod)):
-                        raise LookupError(f"{obj.__name__}.{attr} is a {type(raw).__name__}; not wrapped")
-                    return obj, attr, f"{mod.__name__}:{obj.__qualname__}.{attr}", fn
-    raise LookupError(f"{function}() at {file}:{line} is not a module-level function or method")
+    classes = [obj for obj in vars(mod).values() if isinstance(obj, type) and getattr(obj, "__module__", None) == mod.__name__]
+    while classes:
+        cls = classes.pop()
+        for attr, raw in list(vars(cls).items()):
+            if isinstance(raw, type) and raw.__module__ == mod.__name__:
+                classes.append(raw)
+                continue
+            fn = raw.__func__ if isinstance(raw, (staticmethod, classmethod)) else raw
+            if holds(fn):
+                if isinstance(raw, classmethod):
+                    raise LookupError(f"{cls.__name__}.{attr} is a classmethod; not wrapped")
+                return cls, attr, f"{mod.__name__}:{cls.__qualname__}.{attr}", raw
+    raise LookupError(f"{function}() at {file}:{line} is not a module-level function or method "
+                      "(a nested function or a lambda: an extract into a module-level helper is the way)")
 
 
 def _flat(x: Any) -> list[Any] | None:
@@ -64,7 +74,8 @@ def _is_tensor(x: Any) -> bool:
     return isinstance(x, torch.Tensor)
 
 
-def _derive_fake(fn: Callable[..., Any], calls: list[Call], owner: Any, attr: str) -> tuple[Callable[..., Any], str]:
+def _derive_fake(fn: Callable[..., Any], calls: list[Call], owner: Any, attr: str, *,
+                 modules: bool = False) -> tuple[Callable[..., Any], str]:
     """Run the calls eagerly once, recording ``fn``'s inputs and outputs, and derive a fake
     (shape function) and an op schema from them. Each output must have the shape of one
     tensor argument in every recorded call, or one fixed shape."""
@@ -85,9 +96,11 @@ def _derive_fake(fn: Callable[..., Any], calls: list[Call], owner: Any, attr: st
         setattr(owner, attr, fn)
     if not seen:
         raise LookupError("the function was never called eagerly; no fake can be derived")
-    kinds = {type(a).__name__ for args, _ in seen for a in args}
+    import torch.nn
+    kinds = {type(a).__name__ for args, _ in seen for a in args if not (modules and isinstance(a, torch.nn.Module))}
     if not kinds <= {"Tensor", "Parameter", "int", "float", "bool"}:
-        raise TypeError(f"arguments of type {sorted(kinds)} cannot cross an opaque op")
+        raise TypeError(f"arguments of type {sorted(kinds)} cannot cross an opaque op"
+                        + ("" if modules else " (a custom op takes tensors and numbers)"))
     flat = [_flat(o) for _, o in seen]
     outs = [o for o in flat if o is not None]
     if len(outs) != len(flat) or len({len(o) for o in outs}) != 1:
@@ -111,7 +124,7 @@ def _derive_fake(fn: Callable[..., Any], calls: list[Call], owner: Any, attr: st
                else torch.empty(r[1], dtype=r[2]) for r in rules]
         return res[0] if single else (tuple(res) if as_tuple else res)
     types = {"Tensor": "Tensor", "Parameter": "Tensor", "int": "SymInt", "float": "float", "bool": "bool"}
-    params = ", ".join(f"{types[type(a).__name__]} a{i}" for i, a in enumerate(seen[0][0]))
+    params = ", ".join(f"{types.get(type(a).__name__, 'Any')} a{i}" for i, a in enumerate(seen[0][0]))
     ret = "Tensor" if single else ("(" + ", ".join("Tensor" for _ in rules) + ")" if as_tuple else "Tensor[]")
     return fake, f"({params}) -> {ret}"
 
@@ -120,14 +133,17 @@ def install_wrapper(wrap: Wrap, calls: list[Call]) -> str:
     """Replace the user function at ``wrap.file:wrap.line`` by an escape hatch around it
     (in its owner and wherever another module imported it). Returns module:qualname."""
     from .. import dynamo
-    owner, attr, qualname, fn = _find_function(wrap.file, wrap.function, int(wrap.line))
+    owner, attr, qualname, found = _find_function(wrap.file, wrap.function, int(wrap.line))
+    static = isinstance(found, staticmethod)
+    fn: Callable[..., Any] = found.__func__ if isinstance(found, staticmethod) else found
     how = wrap.how
     fake = schema = None
     if how in ("leaf_function", "custom_op"):
-        fake, schema = _derive_fake(fn, calls, owner, attr)
+        # leaf_function takes a module argument (its parameters are tracked); a custom op not
+        fake, schema = _derive_fake(fn, calls, owner, attr, modules=how == "leaf_function")
     name = re.sub(r"\W", "_", qualname)
     new = dynamo.hatch(how, fn, fake=fake, schema=schema, name=name)
-    setattr(owner, attr, new)
+    setattr(owner, attr, staticmethod(new) if static else new)
     if isinstance(owner, type(sys)):
         for m in list(sys.modules.values()):
             d = getattr(m, "__dict__", None)

@@ -97,6 +97,7 @@ class FixReport(Census):
     fixes: list[Fix] = field(default_factory=list)
     source_sha256: dict[str, str] = field(default_factory=dict)   # files hashed at the census (--apply refuses changed ones)
     refused: list[Refused] = field(default_factory=list)          # rewrite rules that matched a site but proposed nothing
+    no_candidate: list[Refused] = field(default_factory=list)     # sites with no candidate at all, and why
     census_seconds: float | None = None                           # wall time of the baseline census
     trials_seconds: float | None = None                           # wall time of all trials (with -j)
 
@@ -348,5 +349,11 @@ def _run_fix(ws: Workspace, opts: Options, jobs: int, timeout: float | None, onl
     results = run_all({c.key: c for _, c in pairs})
     fixes += [evaluate(s, c, base, results[c.key]) for s, c in pairs]
     base.fixes = rank(fixes)
+    tried = {f.site for f in fixes}
+    for s in sites:   # a site nothing applies to says so, with the reasons
+        if s.id not in tried:
+            why = "; ".join(dict.fromkeys(r.reason for r in base.refused if r.site == s.id))
+            base.no_candidate.append(Refused(s.id, "none", why or f"no rewrite rule, config flag or hatch applies "
+                                             f"to {s.gb_id} ({s.gb_type or 'no break type'})"))
     base.trials_seconds = time.perf_counter() - t0
     return base

@@ -156,6 +156,7 @@ def _view(c: Census, rank: Any) -> dict[str, Any]:
     stats = {k: v for k, v in to_json(c.trace_stats).items() if v not in (None, [])}
     sites = [{"s": s, "i": i, "short": short_path(s.file), "source": _source(s),
               "fixes": fixes_for(s.id) if fixes_for else [], "cost": cost_for(c, s.id),
+              "no_candidate": [r for r in getattr(c, "no_candidate", []) if r.site == s.id],
               "chain": chain_text(s.owner) if s.owner is not None and s.owner.chain else None,
               "group": group_line(s)} for i, s in enumerate(c.sites, 1)]
     if c.cost is not None:   # measured: rank by seconds per call, as the terminal does

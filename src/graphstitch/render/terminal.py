@@ -179,7 +179,7 @@ def census(c: Census, console: Console | None = None, full_stack: bool = False) 
 def fixes(report: FixReport, console: Console | None = None) -> None:
     """Trials per site, best first, one line each (readable at 80 columns and in CI logs)."""
     console = console or Console(highlight=False)
-    if not report.fixes:
+    if not report.fixes and not report.no_candidate:
         console.print("[dim]No fix candidates tried.[/]")
         return
     for sid in dict.fromkeys(f.site for f in report.fixes):
@@ -189,17 +189,25 @@ def fixes(report: FixReport, console: Console | None = None) -> None:
             b, a = f.before, f.after
             mark = "[bold green]VERIFIED[/]" if f.verified else "[red]rejected[/]"
             on = f" · on {f.ranks} gloo ranks" if f.ranks else ""
+            up = " · [yellow]upstream patch[/] (outside your project: to send to the library)" if f.upstream else ""
             console.print(f"  {mark} {escape(f'[{f.strategy}]')} {escape(f.candidate)} · graphs {b.graphs}→{a.graphs}"
-                          f" · sites {b.sites}→{a.sites}{on}")
+                          f" · sites {b.sites}→{a.sites}{on}{up}")
             if f.tradeoff:
                 console.print(f"      [dim]trade-off: {escape(f.tradeoff)}[/]")
             for why in f.why_not:
                 console.print(f"      [dim]{escape(why)}[/]")
+            if f.uncovered:
+                console.print(f"      [dim]uncovered (code Dynamo never traced before, now seen): "
+                              f"{escape(', '.join(f.uncovered))}[/]")
             if f.verified and f.patch:
                 compact_diff(f.patch, console)
         for r in report.refused:
             if r.site == sid:
                 console.print(f"  [yellow]no rewrite[/] ({escape(r.rule)}): [dim]{escape(r.reason)}[/]")
+    for r in report.no_candidate:
+        site = report.site(r.site)
+        label = f"{r.site.gb_id} {r.site.path}:{site.line if site else '?'}"
+        console.print(f"\n[bold underline]No fix candidate for {escape(label)}[/]\n  [dim]{escape(r.reason)}[/]")
 
 
 def compact_diff(patch: str, console: Console, limit: int = 12) -> None:
