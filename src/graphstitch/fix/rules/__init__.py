@@ -69,7 +69,12 @@ def proposals(site: Site, root: str | None, *, target_file: str | None = None, f
     out: list[Rewrite] = []
     refused: list[Refusal] = []
     for name, fn in base.RULES:
-        for r in fn(ctx):
+        try:
+            made = list(fn(ctx))
+        except Exception as e:  # noqa: BLE001 - a rule that fails on unusual code is a reason, never a crash
+            refused.append(Refusal(name, f"the rule failed on this code ({type(e).__name__}: {str(e)[:120]})"))
+            continue
+        for r in made:
             if isinstance(r, Refusal):
                 refused.append(r)
                 continue
@@ -106,7 +111,10 @@ def _then_keep_tensor(first: Rewrite, ctx: Ctx) -> Rewrite | None:
     func = idx.enclosing(stmt, cst.FunctionDef)
     ctx2 = dataclasses.replace(ctx, source=text, idx=idx, stmt=stmt,
                                func=func if isinstance(func, cst.FunctionDef) else None)
-    then = next((r for r in scalars.item_keep_tensor(ctx2) if isinstance(r, Rewrite)), None)
+    try:
+        then = next((r for r in scalars.item_keep_tensor(ctx2) if isinstance(r, Rewrite)), None)
+    except Exception:  # noqa: BLE001 - the composition is optional
+        return None
     if then is None or not parses(then.files[ctx.path]):
         return None
     return dataclasses.replace(then, rule=f"{first.rule}+{then.rule}", label=f"{first.label}, then {then.label}",

@@ -68,12 +68,11 @@ class _TensorBool(cst.CSTTransformer):
     def leave_IfExp(self, original_node: cst.IfExp, updated_node: cst.IfExp) -> cst.BaseExpression:
         self.changed = True
         body, orelse = (self.module.code_for_node(x) for x in (updated_node.body, updated_node.orelse))
-        test = self.module.code_for_node(updated_node.test)
         if (body, orelse) == ("True", "False"):
             return updated_node.test
         if (body, orelse) == ("False", "True"):
             return cst.parse_expression(f"torch.logical_not({self._t(updated_node.test)})")
-        return cst.parse_expression(f"torch.where({test}, {body}, {orelse})")
+        return cst.parse_expression(f"torch.where({self._t(updated_node.test)}, {body}, {orelse})")
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
         f = updated_node.func
@@ -94,9 +93,49 @@ def tensor_bool(ctx: Ctx, expr: cst.BaseExpression) -> tuple[cst.BaseExpression,
     return out, t.changed
 
 
+def where_test(ctx: Ctx, test: cst.BaseExpression) -> str:
+    """The condition of a ``torch.where`` made from an ``if``: tensor logic, and a tensor
+    (``torch.as_tensor`` unless it is a comparison or a torch call already)."""
+    new, _ = tensor_bool(ctx, test)
+    code = ctx.code(new)
+    return code if isinstance(new, cst.Comparison) or code.startswith("torch.") else f"torch.as_tensor({code})"
+
+
+class _Rename(cst.CSTTransformer):
+    def __init__(self, names: dict[str, str]):
+        self.names = names
+
+    def leave_Attribute(self, original_node: cst.Attribute, updated_node: cst.Attribute) -> cst.Attribute:
+        return updated_node.with_changes(attr=original_node.attr)   # an attribute's name is not a variable
+
+    def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.Name:
+        return cst.Name(self.names[updated_node.value]) if updated_node.value in self.names else updated_node
+
+
+def _branch(ctx: Ctx, assigns: list[tuple[str, cst.BaseExpression]], tag: str, taken: set[str]
+            ) -> tuple[list[str], dict[str, str]]:
+    """A branch's assignments in single-assignment form: (lines binding temporaries, name ->
+    the source of its value at the branch's end). Later assignments read the earlier ones'
+    temporaries, so the branch means what it meant in order."""
+    env: dict[str, str] = {}
+    lines: list[str] = []
+    for name, value in assigns:
+        renamed = value.visit(_Rename(env))
+        assert isinstance(renamed, cst.BaseExpression)
+        src = ctx.code(renamed)
+        tmp = f"_{name}_{tag}"
+        while tmp in taken:
+            tmp += "_"
+        taken.add(tmp)
+        lines.append(f"{tmp} = {src}")
+        env[name] = tmp
+    return lines, env
+
+
 def where_assign(ctx: Ctx, st: cst.If) -> list[cst.BaseStatement] | Refusal | None:
     """``if c: a = x`` (``else: a = y``) -> ``a = torch.where(c, x, a or y)`` per name; None
-    when the `if` is not of that form, a Refusal when it is but cannot be."""
+    when the `if` is not of that form. Branches whose assignments read each other (``a =
+    f(a); b = g(a)``) are computed in order into temporaries first (both branches run)."""
     orelse = st.orelse.body if isinstance(st.orelse, cst.Else) else None
     if isinstance(st.orelse, cst.If):
         return None
@@ -104,15 +143,20 @@ def where_assign(ctx: Ctx, st: cst.If) -> list[cst.BaseStatement] | Refusal | No
     b = _plain_assigns(orelse) if orelse is not None else []
     if a is None or b is None or not a:
         return None
-    da, db = dict(a), dict(b)
     targets = list(dict.fromkeys([n for n, _ in a] + [n for n, _ in b]))
-    if len(da) != len(a) or len(db) != len(b):
-        return None
-    if len(targets) > 1 and any(set(targets) & names(v) for v in [*da.values(), *db.values()]):
-        return Refusal("if-where", "the branches read names they assign; no single torch.where per name")
-    test = ctx.code(tensor_bool(ctx, st.test)[0])
-    lines = [f"{n} = torch.where({test}, {ctx.code(da[n]) if n in da else n}, {ctx.code(db[n]) if n in db else n})"
-             for n in targets]
+    test = where_test(ctx, st.test)
+    da, db = dict(a), dict(b)
+    simple = len(da) == len(a) and len(db) == len(b) and not (
+        len(targets) > 1 and any(set(targets) & names(v) for v in [*da.values(), *db.values()]))
+    if simple:
+        lines = [f"{n} = torch.where({test}, {ctx.code(da[n]) if n in da else n}, {ctx.code(db[n]) if n in db else n})"
+                 for n in targets]
+    else:
+        taken = {n.value for n in walk(ctx.module) if isinstance(n, cst.Name)}
+        then_lines, then_env = _branch(ctx, a, "then", taken)
+        else_lines, else_env = _branch(ctx, b, "else", taken)
+        lines = [*then_lines, *else_lines] + [
+            f"{n} = torch.where({test}, {then_env.get(n, n)}, {else_env.get(n, n)})" for n in targets]
     new_stmts: list[cst.BaseStatement] = [cst.parse_statement(ln + "\n") for ln in lines]
     new_stmts[0] = new_stmts[0].with_changes(leading_lines=st.leading_lines)
     return new_stmts
@@ -160,8 +204,8 @@ def _if_where(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
     if isinstance(made, Refusal):
         yield made
         return
-    targets = [ctx.code(s.body[0].targets[0].target) for s in made if isinstance(s, cst.SimpleStatementLine)
-               and isinstance(s.body[0], cst.Assign)]
+    targets = list(dict.fromkeys(n for n, _ in [*(_plain_assigns(st.body) or []),
+                                                 *(_plain_assigns(st.orelse.body) or [] if isinstance(st.orelse, cst.Else) else [])]))
     yield Rewrite("if-where", "rewrite", f"`if` assigning {', '.join(targets)} -> torch.where",
                   "computes both branches; they must have the same shape and dtype",
                   {ctx.path: add_import(ctx.swap({st: cst.FlattenSentinel(made)}), "import torch")})
@@ -197,7 +241,7 @@ def where_return(ctx: Ctx, st: cst.If) -> dict[cst.CSTNode, object] | None:
         ret_b = _only_return([drop]) if drop is not None else None
     if ret_b is None:
         return None
-    test = ctx.code(tensor_bool(ctx, st.test)[0])
+    test = where_test(ctx, st.test)
     new = cst.parse_statement(f"return torch.where({test}, {ctx.code(ret_a)}, {ctx.code(ret_b)})\n")
     swaps: dict[cst.CSTNode, object] = {st: new.with_changes(leading_lines=st.leading_lines)}
     if drop is not None:

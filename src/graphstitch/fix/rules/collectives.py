@@ -75,7 +75,7 @@ def _definition(ctx: Ctx, name: str) -> tuple[str, cst.Module, Index, cst.CSTNod
             found = _module_file(ctx, n)
             if found:
                 files.append(found)
-    for path in files:
+    for path in [*files, *_project_files(ctx, name, set(files))]:
         try:
             idx = ctx.idx if path == ctx.path else Index(cst.MetadataWrapper(cst.parse_module(ctx.read(path))))
         except (OSError, SyntaxError, cst.ParserSyntaxError):
@@ -89,6 +89,33 @@ def _definition(ctx: Ctx, name: str) -> tuple[str, cst.Module, Index, cst.CSTNod
                     isinstance(node.value, cst.Call) and _DISABLE.match(idx.module.code_for_node(node.value.func)):
                 return path, idx.module, idx, node
     return None
+
+
+_SKIP_DIRS = {".git", ".venv", "venv", "node_modules", "__pycache__", "build", "dist", ".tox", "site-packages"}
+
+
+def _project_files(ctx: Ctx, name: str, seen: set[str], limit: int = 5000) -> Iterator[str]:
+    """The project's other Python files that define NAME (a text search first; a helper
+    defined anywhere in the project, reached through an attribute or a re-export)."""
+    if not ctx.root:
+        return
+    pattern = re.compile(rf"^\s*(def\s+{re.escape(name)}\b|{re.escape(name)}\s*=)", re.M)
+    n = 0
+    for d, dirs, files in os.walk(ctx.root):
+        dirs[:] = sorted(x for x in dirs if x not in _SKIP_DIRS and not x.startswith("."))
+        for f in sorted(files):
+            path = os.path.join(d, f)
+            if not f.endswith(".py") or path in seen:
+                continue
+            n += 1
+            if n > limit:
+                return
+            try:
+                with open(path, encoding="utf-8", errors="replace") as fh:
+                    if pattern.search(fh.read()):
+                        yield path
+            except OSError:
+                continue
 
 
 def _module_file(ctx: Ctx, imp: cst.ImportFrom) -> str | None:

@@ -38,6 +38,8 @@ def _print_format(ctx: Ctx, call: cst.Call) -> tuple[str, list[str]] | None:
         return t.replace("\\", "\\\\").replace("{", "{{{{").replace("}", "}}}}").replace('"', '\\"').replace("\n", "\\n")
 
     def expr(code: str, spec: str = "", conv: str = "") -> str:
+        if spec and spec[-1] in _NUMERIC and code.endswith(".item()"):
+            code = code[:-len(".item()")]   # a 0-d tensor formats as its number under a numeric spec
         if _NOT_TENSOR.search(code) or code.isdigit():   # a constant at trace time: formatted now
             return "{" + code + (f"!{conv}" if conv else "") + (f":{spec}" if spec else "") + "}"
         if conv:
@@ -79,7 +81,8 @@ def _print_hop(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
                 yield Refusal("print-hop", "print with file=, end=, *args or a !r of a tensor has no print-op form")
                 return
             plain = "{" not in fmt[0].replace("{{", "")     # no trace-time part: a plain string
-            fmt_src = repr(ast.literal_eval(fmt[0])) if plain else fmt[0]
+            # the f-string's value: its text with doubled braces made single
+            fmt_src = repr(ast.literal_eval(fmt[0][1:]).replace("{{", "{").replace("}}", "}")) if plain else fmt[0]
             args = "".join(", " + a for a in fmt[1])
             new = s.with_changes(value=cst.parse_expression(f"torch._higher_order_ops.print({fmt_src}{args})"))
             yield Rewrite("print-hop", "rewrite", "print -> torch._higher_order_ops.print (printed at run time, in the graph)",
@@ -87,6 +90,7 @@ def _print_hop(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
                           "tracing; verified identical to eager", {ctx.path: add_import(ctx.swap({s: new}), "import torch")})
 
 
+_NUMERIC = "eEfFgGdi%"
 _LOG_LEVELS = ("debug", "info", "warning", "error", "critical", "exception")
 _NOT_TENSOR = re.compile(r"^(tuple|list|len|repr|str|dict|set)\(|\.(shape|dtype|device|size\(\)|ndim|__name__)$")
 
@@ -160,6 +164,8 @@ def _log_reorder(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
     specs = [c for c in specs if c != "%"]
 
     def arg(i: int, code: str, unwrap: bool) -> str:
+        if i < len(specs) and specs[i] in _NUMERIC and code.endswith(".item()"):
+            return code[:-len(".item()")]   # "%.3f" % a 0-d tensor is its number's text
         if i >= len(specs) or specs[i] != "s":
             return code
         if code.startswith("str(") and code.endswith(")") and unwrap:

@@ -72,6 +72,12 @@ def item_keep_tensor(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
     # comprehension of kept values is a list of 0-d tensors.
     lists = {t for sm in small(ctx.stmt) if isinstance(sm, cst.Assign) and isinstance(sm.value, cst.ListComp)
              for t in assigned(ctx.stmt)}
+    def src(e: cst.BaseExpression) -> str:   # an argument's source, a kept scalar as its tensor
+        return ctx.code(scalars[e]) if isinstance(e, cst.Call) and e in scalars else ctx.code(e)
+
+    for n in walk(ctx.stmt):   # round(t.item(), 3) on the site's own line
+        if isinstance(n, cst.Call) and ctx.code(n.func) == "round" and len(n.args) == 2 and n.args[0].value in scalars:
+            swaps[n] = cst.parse_expression(f"torch.round({src(n.args[0].value)}, decimals={ctx.code(n.args[1].value)})")
     for st in ctx.later_in_func():
         for n in walk(st):
             if not isinstance(n, cst.Call) or not (made & names(n)) or n in swaps:
@@ -85,6 +91,9 @@ def item_keep_tensor(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
                 swaps[n] = cst.parse_expression(f"torch.stack({ctx.code(n.args[0].value)})")   # a list of kept tensors
             elif fname in ("max", "min") and len(n.args) == 1 and ctx.code(n.args[0].value) in lists:
                 swaps[n] = cst.parse_expression(f"torch.stack({ctx.code(n.args[0].value)}).{fname}()")
+            elif fname == "round" and len(n.args) == 2 and made & names(n.args[0].value):
+                swaps[n] = cst.parse_expression(
+                    f"torch.round({ctx.code(n.args[0].value)}, decimals={ctx.code(n.args[1].value)})")
             elif fname in ("max", "min") and len(n.args) == 2:
                 a, b = n.args[0].value, n.args[1].value
                 var, lim = (a, b) if made & names(a) else (b, a)
