@@ -15,6 +15,7 @@ import io
 import linecache
 import logging
 import os
+import random
 import re
 import runpy
 import sys
@@ -232,6 +233,16 @@ def exited(exc: SystemExit, when: str) -> ErrorInfo:
     return info
 
 
+def _seed() -> None:
+    """Every random stream a call may draw from, at the same state before each compiled and
+    each eager call: torch's, Python's and numpy's (host randomness in the code compares too)."""
+    torch.manual_seed(0)
+    random.seed(0)
+    np = sys.modules.get("numpy")
+    if np is not None:
+        np.random.seed(0)
+
+
 def run_calls(cap: Capture, calls: Sequence[Call], opts: Options,
               reference: Callable[[], Sequence[Call]] | None = None, *, wrap: Wrap | None = None,
               compiled: dict[int, Callable[..., Any]] | None = None) -> None:
@@ -267,7 +278,7 @@ def run_calls(cap: Capture, calls: Sequence[Call], opts: Options,
     def eager(i: int) -> Any:
         fn = (ref_calls or calls)[i][0]
         eargs, ekwargs = copies[i]
-        torch.manual_seed(0)
+        _seed()
         return fn(*eargs, **ekwargs)
 
     with grad:
@@ -285,7 +296,7 @@ def run_calls(cap: Capture, calls: Sequence[Call], opts: Options,
                 cfn = compiled.get(id(fn))
                 if cfn is None:
                     cfn = compiled[id(fn)] = torch.compile(fn, backend=backend, dynamic=opts.dynamic)
-                torch.manual_seed(0)
+                _seed()
                 try:
                     outputs.append(cfn(*args, **kwargs))
                 except SystemExit as e:
@@ -468,10 +479,10 @@ def _fresh_check(cap: Capture, calls: Sequence[Call], compiled: dict[int, Callab
         try:
             rfn, rargs, rkwargs = ref[i]
             again, again_c = _copy_or_none((rargs, rkwargs)), _copy_or_none((args, kwargs))
-            torch.manual_seed(0)
+            _seed()
             with _effects(eff_e):
                 want = clone_output(rfn(*rargs, **rkwargs))
-            torch.manual_seed(0)
+            _seed()
             with _effects(eff_c):
                 got = compiled[id(fn)](*args, **kwargs)
             if eff_e != eff_c and again is not None and again_c is not None:
@@ -480,10 +491,10 @@ def _fresh_check(cap: Capture, calls: Sequence[Call], compiled: dict[int, Callab
                 # value frozen at trace time (a time.time() traced once) is not the same code.
                 eff_e2: list[str] = []
                 eff_c2: list[str] = []
-                torch.manual_seed(0)
+                _seed()
                 with _effects(eff_e2):
                     rfn(*again[0], **again[1])
-                torch.manual_seed(0)
+                _seed()
                 with _effects(eff_c2):
                     compiled[id(fn)](*again_c[0], **again_c[1])
                 if eff_e2 != eff_e and eff_c2 != eff_c:

@@ -13,7 +13,6 @@ from libcst.metadata import MetadataWrapper
 
 from ...paths import in_project
 from .base import Ctx, Refusal, Rewrite, entry_frame, rule
-from .extract import IO_CALLS
 from .syntax import Index, add_import, bound, reads, swap_code, walk, walk_no_defs
 
 
@@ -38,16 +37,33 @@ def _region_split(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
     if func is None or not isinstance(func.body, cst.IndentedBlock):
         return
     cls = idx.parents.get(idx.parents.get(func, func), None)
+    fn_entry: cst.FunctionDef | None = None     # a function entry: split into a module the caller compiles
     if entry.function != "forward" or not isinstance(cls, cst.ClassDef):
-        if IO_CALLS.search(site.code or ""):
-            yield Refusal("region-split", f"the compiled entry {entry.function}() is a function: torch.compile(fn) "
-                          "traces through a disable() on fn itself, so the split belongs where you call "
-                          "torch.compile (compile the parts before and after the I/O, not the whole function)")
+        if not isinstance(idx.parents.get(func), cst.Module) or func.decorators or not ctx.factory \
+                or not ctx.target_file:
+            return
+        # torch.compile(fn) traces through a disable() on fn itself: the split belongs at the
+        # torch.compile call. The parts go into a module whose forward is the eager glue, and
+        # the factory (the caller) compiles that module instead of the function.
+        fn_entry = func
+        taken_names = {n.value for n in walk(idx.module) if isinstance(n, cst.Name)}
+        cls_name = "_" + "".join(w.capitalize() for w in func.name.value.split("_") if w) + "Split"
+        while cls_name in taken_names:
+            cls_name += "_"
+        synth = cst.parse_statement(f"class {cls_name}(torch.nn.Module):\n    def forward(self):\n        pass\n")
+        assert isinstance(synth, cst.ClassDef) and isinstance(synth.body, cst.IndentedBlock)
+        fwd = synth.body.body[0]
+        assert isinstance(fwd, cst.FunctionDef)
+        func = fwd.with_changes(params=func.params.with_changes(params=[cst.Param(cst.Name("self")),
+                                                                        *func.params.params]), body=func.body)
+        cls = synth.with_changes(body=synth.body.with_changes(body=[func]))
+    elif func.decorators:
+        # A decorator's wrapper is the frame Dynamo compiles: it would break at the call to
+        # the eager glue (the wrapper's code is shared by every method it decorates).
+        yield Refusal("region-split", f"{cls.name.value}.forward has decorators: their wrapper would be traced and "
+                      "break at the eager glue; compile the parts instead (regional compilation)")
         return
-    if func.decorators:
-        yield Refusal("region-split", f"{cls.name.value}.forward already has decorators; not splitting it")
-        return
-    body = list(func.body.body)
+    body: list[cst.BaseStatement] = [st for st in func.body.body if isinstance(st, cst.BaseStatement)]
     lines = {fr.line for fr in map(entry_frame, sites)
              if fr is not None and fr.file == entry.file and fr.function == entry.function} | {entry.line}
     holds = [any(idx.contains(st, ln) for ln in lines) for st in body]
@@ -130,13 +146,25 @@ def _region_split(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
                                  whitespace=cst.SimpleWhitespace("  "),
                                  comment=cst.Comment("# graphstitch fix: region split, these lines run eagerly")))
         new_func = func.with_changes(decorators=[deco], body=func.body.with_changes(body=glue))
-        code = swap_code(idx.module, {func: cst.FlattenSentinel([new_func, *new_methods])})
         gap_lines = f"{idx.pos[gap[0]]}" + (f"–{idx.pos[gap[-1]]}" if len(gap) > 1 else "")
+        if fn_entry is None:
+            code = swap_code(idx.module, {func: cst.FlattenSentinel([new_func, *new_methods])})
+            return Rewrite("region-split", "split",
+                           f"region split: {cls.name.value}.forward runs line {gap_lines} eagerly, the rest compiles "
+                           "in separate methods",
+                           "the eager gap stays, explicit: no break event, one graph per compiled part",
+                           {entry.file: add_import(code, "import torch")})
+        new_cls = cls.with_changes(body=cls.body.with_changes(body=[new_func, *new_methods]),
+                                   leading_lines=[cst.EmptyLine(indent=False)] * 2)
+        code = add_import(swap_code(idx.module, {fn_entry: cst.FlattenSentinel([fn_entry, new_cls])}), "import torch")
+        files = _caller_compiles(ctx, entry.file, code, fn_entry.name.value, cls.name.value)
+        if isinstance(files, Refusal):
+            return files
         return Rewrite("region-split", "split",
-                       f"region split: {cls.name.value}.forward runs line {gap_lines} eagerly, the rest compiles "
-                       "in separate methods",
-                       "the eager gap stays, explicit: no break event, one graph per compiled part",
-                       {entry.file: add_import(code, "import torch")})
+                       f"region split: {fn_entry.name.value}() runs line {gap_lines} eagerly; the factory compiles "
+                       f"{cls.name.value}, a module of its parts, instead",
+                       "the eager gap stays, explicit; your own code compiles the module instead of the function "
+                       "(the split belongs at your torch.compile call)", files)
 
     first = build(j)
     yield first
@@ -147,6 +175,55 @@ def _region_split(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
         longer = build(j + 1)
         if isinstance(longer, Rewrite):
             yield longer
+
+
+def _caller_compiles(ctx: Ctx, path: str, code: str, fn: str, cls: str) -> dict[str, str] | Refusal:
+    """The factory (the caller) made to return an instance of CLS where it returned the
+    function FN: PATH's new CODE, and the factory's file when it is another one (its
+    ``from ... import FN`` imports CLS too)."""
+    assert ctx.target_file is not None and ctx.factory is not None
+    tf = ctx.target_file
+    files = {path: code}
+    text = files.get(tf) or ctx.read(tf)
+    mod = cst.parse_module(text)
+    fac = next((n for n in mod.body if isinstance(n, cst.FunctionDef) and n.name.value == ctx.factory), None)
+    if fac is None:
+        return Refusal("region-split", f"the factory {ctx.factory}() is not a module-level function of {tf}")
+    swaps: dict[cst.CSTNode, object] = {n: cst.parse_expression(f"{cls}()") for n in _loads(fac, fn)}
+    if not swaps:
+        return Refusal("region-split", f"the factory {ctx.factory}() does not pass {fn} itself")
+    if tf != path:
+        imp = next((n for st in mod.body for n in walk(st) if isinstance(n, cst.ImportFrom)
+                    and not isinstance(n.names, cst.ImportStar)
+                    and any(isinstance(a.name, cst.Name) and a.name.value == fn and a.asname is None for a in n.names)),
+                   None)
+        if imp is None or isinstance(imp.names, cst.ImportStar):
+            return Refusal("region-split", f"the factory's file does not import {fn} by name; it cannot be pointed "
+                           f"at {cls}")
+        swaps[imp] = imp.with_changes(names=[*imp.names, cst.ImportAlias(cst.Name(cls))])
+    files[tf] = swap_code(mod, swaps)
+    return files
+
+
+def _loads(fac: cst.FunctionDef, name: str) -> list[cst.Name]:
+    """The reads of NAME in the factory's body (not attribute names, keywords or targets)."""
+    out = []
+    for st in fac.body.body:
+        stack: list[cst.CSTNode] = [st]
+        while stack:
+            n = stack.pop()
+            if isinstance(n, cst.Attribute):
+                stack.append(n.value)
+                continue
+            if isinstance(n, cst.Arg):
+                stack.append(n.value)
+                continue
+            if isinstance(n, (cst.AssignTarget, cst.FunctionDef, cst.Lambda)):
+                continue
+            if isinstance(n, cst.Name) and n.value == name:
+                out.append(n)
+            stack.extend(n.children)
+    return out
 
 
 def _returns(st: cst.CSTNode) -> bool:
