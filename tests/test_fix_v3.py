@@ -5,7 +5,6 @@ structure of the code (scopes, decorators, callers), the user's file stays their
 Sites are asserted by file, line (``marked_line``) and GB id from real censuses.
 """
 
-import dataclasses
 import json
 import os
 import shutil

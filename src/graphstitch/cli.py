@@ -617,8 +617,11 @@ and nonstrict_trace drop run-time side effects, as inductor does.
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help="Trials in parallel (default: CPU cores).")
 @click.option("--backend", default="aot_eager", show_default=True, help="torch.compile backend for the baseline and every trial.")
 @click.option("--site", "site_filter", default=None, help="Only sites whose 'GBxxxx path:line' contains this text.")
-@click.option("--candidate", "kinds", multiple=True, type=click.Choice(["rewrite", "extract", "split", "config", "nonstrict_trace", "leaf_function",
-              "custom_op", "allow_in_graph", "disable"]), help="Only try these kinds of candidate (repeatable).")
+@click.option("--candidate", "kinds", multiple=True, type=click.Choice(["rewrite", "caller", "extract", "split", "config",
+              "nonstrict_trace", "leaf_function", "custom_op", "allow_in_graph", "disable"]),
+              help="Only try these kinds of candidate (repeatable). Default: every kind graphstitch can write as source "
+                   "(leaf_function, custom_op and allow_in_graph are tried only when named: their fakes are generated "
+                   "at run time, so they are reported, never written).")
 @click.option("--diff", "show_diff", is_flag=True, help="Print a unified diff making the best verified candidate permanent.")
 @click.option("--apply", "do_apply", is_flag=True, help="Write that patch (after re-verifying it on a patched copy); keeps FILE.graphstitch.bak.")
 @click.option("--grad", is_flag=True, help="Run the calls with autograd enabled.")
@@ -637,7 +640,7 @@ def fix(target: str, json_path: str | None, jobs: int | None, backend: str, site
         measure: bool, fix_everything: bool, project: str | None) -> None:
     """Try fixes for every break in TARGET, verify each, and rank the verified ones."""
     check_target(target)
-    from .fix import apply_best, run_fix
+    from .fix import WRITTEN_KINDS, apply_best, run_fix
     from .fix.workspace import Workspace
     from .render import terminal
     opts = Options(backend=backend, grad=grad)
@@ -661,7 +664,7 @@ def fix(target: str, json_path: str | None, jobs: int | None, backend: str, site
                 fail("no verified combined patch: " + ("; ".join(result.why_not) or "no patch verified"), EXIT_FAIL)
             click.echo(result.patch, nl=False)
         return
-    report = run_fix(target, opts, jobs=jobs, timeout=timeout, kinds=set(kinds) or None, project_root=ws.project,
+    report = run_fix(target, opts, jobs=jobs, timeout=timeout, kinds=set(kinds) or WRITTEN_KINDS, project_root=ws.project,
                      only=(lambda s: site_filter in f"{s.gb_id} {s.id.path}:{s.line}") if site_filter else None)
     if report.error and report.error.kind is ErrorKind.TARGET:
         fail(report.error.message)

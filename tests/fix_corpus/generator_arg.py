@@ -15,4 +15,4 @@ def target():
     return [(accumulate, ((x * 2 for x in xs),), {})]
 
 
-EXPECT = 'rewrite'
+EXPECT = 'caller'

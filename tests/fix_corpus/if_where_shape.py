@@ -16,4 +16,7 @@ def target():
     return [(pool, (torch.randn(4, 3) + 0.5,), {})]
 
 
-EXPECT = 'none: branches differ in shape; torch.where broadcasts, so outputs differ and the rewrite is refused'
+EXPECT = (
+    "split: torch.where is refused (branches differ in shape, it would broadcast); the function entry's split runs"
+    " the branch eagerly between compiled parts and the factory compiles that module (entry-split)"
+)

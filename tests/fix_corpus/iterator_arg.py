@@ -14,4 +14,4 @@ def target():
     return [(consume, (iter(xs),), {})]
 
 
-EXPECT = 'rewrite'
+EXPECT = 'caller'

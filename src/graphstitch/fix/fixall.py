@@ -3,8 +3,8 @@ workspace, re-running the census after each (a fix can reveal the next break), t
 point; then re-verify the combined patch from the pristine files before `--diff` /
 `--apply` use it. No torch import.
 
-Per site: rewrites, caller moves, extracts and region splits first; a site none of them
-fixes gets its config flags and hatches next, written as source lines. A site *uncovered*
+Per site: rewrites, caller moves and extracts first; a site none of them fixes gets its
+region splits, config flags and hatches next, all written as source lines. A site *uncovered*
 by a fix (code Dynamo never traced before, past a break that made it skip a frame) is
 progress, not a moved break: it is reported as uncovered and fixed in turn.
 """
@@ -120,14 +120,17 @@ def fix_all(spec: str, opts: Options, *, jobs: int = 2, timeout: float | None = 
             if key not in flags_next:
                 props, refused = proposals(s, ws.project, target_file=tfile, factory=factory, overlay=overlay,
                                            sites=cur.sites)
-                props = [p for p in props if not p.upstream]   # `--all` writes the project only
+                props = [p for p in props if not p.upstream and p.strategy != "split"]   # the project only
                 if props:
                     pairs += [(s, Candidate(p.strategy, p.label, Patches(), p)) for p in props]
                     continue
                 flags_next[key] = "; ".join(dict.fromkeys(r.reason for r in refused)) or "no rewrite rule matches"
-            more = _written_candidates(s, ws, tfile, overlay)
+            # Second: region splits, config flags and hatches, all written as source.
+            props, _ = proposals(s, ws.project, target_file=tfile, factory=factory, overlay=overlay, sites=cur.sites)
+            more = [Candidate(p.strategy, p.label, Patches(), p) for p in props
+                    if p.strategy == "split" and not p.upstream] + _written_candidates(s, ws, tfile, overlay)
             if not more:
-                done[key] = flags_next[key] + "; no config flag or hatch to write"
+                done[key] = flags_next[key] + "; no region split, config flag or hatch to write"
             second.add(key)
             pairs += [(s, c) for c in more]
         if not pairs:

@@ -16,6 +16,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -29,6 +30,9 @@ from ..targets import Options, Patches, target_file
 from .candidates import INVASIVENESS, Candidate, candidates
 from .rules import STRATEGY_RANK, Rewrite, proposals, user_frames
 from .workspace import Workspace, unified_diff
+
+# The candidate kinds `fix` tries unless told otherwise: those it can write as source.
+WRITTEN_KINDS = frozenset({"rewrite", "caller", "extract", "split", "config", "nonstrict_trace", "disable"})
 
 
 @dataclass
@@ -257,6 +261,12 @@ def rewrite_diff(rw: Rewrite, old: dict[str, str] | None = None) -> str:
                    for path, new in rw.files.items())
 
 
+def _strategy_rank(f: Fix) -> float:
+    # A function entry's split changes what the caller compiles (a module of its parts): a
+    # bigger change than a config line, so it ranks after config, unlike a forward's split.
+    return STRATEGY_RANK["config"] + 0.5 if f.rule == "entry-split" else STRATEGY_RANK.get(f.strategy, 9)
+
+
 def rank(fixes: list[Fix]) -> list[Fix]:
     """Per site (in census order): verified first, then patches to the project before upstream
     ones, then by strategy, then fewest sites uncovered (left to fix), fewest graphs, least
@@ -264,12 +274,12 @@ def rank(fixes: list[Fix]) -> list[Fix]:
     order: dict[SiteId, int] = {}
     for f in fixes:
         order.setdefault(f.site, len(order))
-    return sorted(fixes, key=lambda f: (order[f.site], not f.verified, f.upstream, STRATEGY_RANK.get(f.strategy, 9),
+    return sorted(fixes, key=lambda f: (order[f.site], not f.verified, f.upstream, _strategy_rank(f),
                                         len(f.uncovered), f.after.graphs, INVASIVENESS.get(f.kind, 9), f.candidate))
 
 
 def run_fix(spec: str, opts: Options, *, jobs: int | None = None, timeout: float | None = None,
-            only: Callable[[Site], bool] | None = None, kinds: set[str] | None = None,
+            only: Callable[[Site], bool] | None = None, kinds: AbstractSet[str] | None = None,
             project_root: str | None = None, exhaustive: bool = False) -> FixReport:
     """Census the target, then one trial census per distinct candidate, in parallel:
     source rewrites first (each in the workspace: the project with the patch), then config
@@ -293,7 +303,7 @@ def run_fix(spec: str, opts: Options, *, jobs: int | None = None, timeout: float
 
 
 def _run_fix(ws: Workspace, opts: Options, jobs: int, timeout: float | None, only: Callable[[Site], bool] | None,
-             kinds: set[str] | None, warm: queue.SimpleQueue[object], exhaustive: bool) -> FixReport:
+             kinds: AbstractSet[str] | None, warm: queue.SimpleQueue[object], exhaustive: bool) -> FixReport:
     tfile = target_file(ws.spec)
     hashes = {tfile: file_hash(tfile)} if tfile and os.path.isfile(tfile) else {}
     t0 = time.perf_counter()
@@ -340,16 +350,19 @@ def _run_fix(ws: Workspace, opts: Options, jobs: int, timeout: float | None, onl
         with ThreadPoolExecutor(max_workers=jobs) as ex:
             return dict(zip(cands, ex.map(trial, cands.values())))
 
-    # Best strategy first: a site with a verified rewrite needs no run-time wrapper or flag.
-    results = run_all({c.key: c for _, c in rewrites})
-    fixes = [evaluate(s, c, base, results[c.key]) for s, c in rewrites]
-    for f, (s, c) in zip(fixes, rewrites):
+    # Best strategy first: a site with a verified rewrite, caller move or extract needs no
+    # split, run-time wrapper or flag (those run only for the sites left, unless exhaustive).
+    first = [(s, c) for s, c in rewrites if c.kind != "split"]
+    results = run_all({c.key: c for _, c in first})
+    fixes = [evaluate(s, c, base, results[c.key]) for s, c in first]
+    for f, (s, c) in zip(fixes, first):
         if f.verified and c.rewrite is not None and c.rewrite.ranks:
             on_ranks(f, s, c, base, ws, opts, timeout)
-    done = {f.site for f in fixes if f.verified and f.strategy == "rewrite" and not f.upstream} \
+    done = {f.site for f in fixes if f.verified and not f.upstream and f.strategy in ("rewrite", "caller", "extract")} \
         if not exhaustive else set()
-    pairs = [(s, c) for s in sites if s.id not in done for c in candidates(s, ws.project)
-             if kinds is None or c.kind in kinds]
+    pairs = [(s, c) for s, c in rewrites if c.kind == "split" and s.id not in done]
+    pairs += [(s, c) for s in sites if s.id not in done for c in candidates(s, ws.project)
+              if kinds is None or c.kind in kinds]
     results = run_all({c.key: c for _, c in pairs})
     fixes += [evaluate(s, c, base, results[c.key]) for s, c in pairs]
     base.fixes = rank(fixes)

@@ -53,5 +53,5 @@ def _pass_sequence(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
             first = ctx.func.body.body[0]
             files[ctx.path] = ctx.swap({first: cst.FlattenSentinel(
                 [cst.parse_statement(f"{p} = iter({p})  # graphstitch: iterate inside\n"), first])})
-    yield Rewrite("pass-sequence", "rewrite", "the caller passes a list; iteration happens inside the compiled function",
+    yield Rewrite("pass-sequence", "caller", "the caller passes a list; iteration happens inside the compiled function",
                   "the sequence is built eagerly by the caller (memory for all items at once)", files)

@@ -160,7 +160,7 @@ def _region_split(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
         files = _caller_compiles(ctx, entry.file, code, fn_entry.name.value, cls.name.value)
         if isinstance(files, Refusal):
             return files
-        return Rewrite("region-split", "split",
+        return Rewrite("entry-split", "split",
                        f"region split: {fn_entry.name.value}() runs line {gap_lines} eagerly; the factory compiles "
                        f"{cls.name.value}, a module of its parts, instead",
                        "the eager gap stays, explicit; your own code compiles the module instead of the function "
