@@ -189,6 +189,45 @@ def test_a_hatch_that_freezes_the_clock_is_refused_and_a_timing_print_is_compare
     assert any(r.rule == "extract-hatch" and "time.perf_counter" in r.reason for r in refused)
 
 
+# ----------------------------------------------------------------------------- what the verifier proves
+
+def _keep_tensor_fix(prog: Path, tag: str, tmp_path: Path):
+    base, site = _site_of(f"{prog}:target", tag, prog)
+    props, _ = proposals(site, str(tmp_path), target_file=str(prog), factory="target")
+    keep = next(p for p in props if p.rule == "item-keep-tensor")
+    trial = Workspace(f"{prog}:target", str(tmp_path), str(tmp_path)).census(OPTS, keep.files, 300)
+    return evaluate(site, Candidate(keep.strategy, keep.label, Patches(), keep), base, trial), trial
+
+
+def test_integer_tensors_that_size_a_split_stay_as_the_factory_made_them_on_fresh_inputs(tmp_path):
+    # Shuffled bounds [4, 1] give split sizes [4, -3]: the original raises in eager. The fresh
+    # set then keeps the integers and draws new floats, so fresh outputs are still compared.
+    prog = tmp_path / "seg.py"
+    prog.write_text(
+        "import torch\n\n\ndef seg(x, bounds):\n    lo, hi = bounds.tolist()\n"
+        "    a, b = torch.split(x, [lo, hi - lo])\n    w = x.abs().max().item()  # ITEM\n"
+        "    return (a.sum() + b.sum() * 2) * w\n\n\n"
+        "def target():\n    torch.manual_seed(0)\n    return [(seg, (torch.randn(4), torch.tensor([1, 4])), {})]\n")
+    fix, trial = _keep_tensor_fix(prog, "ITEM", tmp_path)
+    assert trial.checks.fresh_outputs_match is True and trial.checks.fresh_unusable is None
+    assert fix.verified and fix.given_inputs_only is None, fix.why_not
+
+
+def test_when_the_original_raises_on_every_fresh_set_the_fix_is_verified_on_the_given_inputs_only(tmp_path):
+    # A factory-made positive-definite matrix: random floats are not, and Cholesky raises in
+    # the original code itself. Nothing fresh can be compared, and the fix says so.
+    prog = tmp_path / "chol.py"
+    prog.write_text(
+        "import torch\n\n\ndef solve(a):\n    s = a.diagonal().sum().item()  # ITEM\n"
+        "    return torch.linalg.cholesky(a) * s\n\n\n"
+        "def target():\n    torch.manual_seed(0)\n    m = torch.randn(3, 3)\n"
+        "    return [(solve, (m @ m.T + 3 * torch.eye(3),), {})]\n")
+    fix, trial = _keep_tensor_fix(prog, "ITEM", tmp_path)
+    assert trial.checks.fresh_outputs_match is None
+    assert "the original code raises on fresh inputs" in (trial.checks.fresh_unusable or "")
+    assert fix.verified and "cholesky" in (fix.given_inputs_only or "").lower(), fix.why_not
+
+
 # ----------------------------------------------------------------------------- the user's file
 
 def test_apply_keeps_encoding_crlf_tabs_and_no_final_newline(tmp_path, monkeypatch):

@@ -429,11 +429,14 @@ def _effects(out: list[str]) -> Iterator[None]:
                        if not paths.is_internal(w.filename))
 
 
-def _fresh(x: Any, gen: torch.Generator) -> Any:
-    """Same structure, shapes and dtypes, new random values (ints: the seen values, shuffled)."""
+def _fresh(x: Any, gen: torch.Generator, keep_ints: bool = False) -> Any:
+    """Same structure, shapes and dtypes, new random values (ints: the seen values, shuffled;
+    with KEEP_INTS, integer and bool tensors stay as the factory made them)."""
     if isinstance(x, torch.Tensor):
         if x.dtype.is_floating_point or x.dtype.is_complex:
             return torch.randn(x.shape, generator=gen, dtype=x.dtype).to(x.device)
+        if keep_ints:
+            return x.clone()
         if x.dtype == torch.bool:
             return (torch.rand(x.shape, generator=gen) > 0.5).to(x.device)
         if x.numel() == 0:
@@ -444,11 +447,11 @@ def _fresh(x: Any, gen: torch.Generator) -> Any:
         flat = x.flatten()
         return flat[torch.randperm(flat.numel(), generator=gen).to(x.device)].reshape(x.shape)
     if isinstance(x, (list, tuple)) and not hasattr(x, "_fields"):
-        return type(x)(_fresh(v, gen) for v in x)
+        return type(x)(_fresh(v, gen, keep_ints) for v in x)
     if isinstance(x, Iterator):  # a generator/iterator argument: fresh items, same kind of input
-        return iter([_fresh(v, gen) for v in x])
+        return iter([_fresh(v, gen, keep_ints) for v in x])
     if isinstance(x, dict):
-        return {k: _fresh(v, gen) for k, v in x.items()}
+        return {k: _fresh(v, gen, keep_ints) for k, v in x.items()}
     return x
 
 
@@ -466,22 +469,44 @@ def _fresh_check(cap: Capture, calls: Sequence[Call], compiled: dict[int, Callab
                  ref_calls: Sequence[Call] | None = None) -> None:
     """Run a fresh random input set eagerly and through the (warm) compiled functions:
     outputs must match, and each call must print/log the same at run time. Compile-time
-    runs on fake tensors (allow_in_graph, nonstrict_trace) are not run-time effects."""
-    gen = torch.Generator().manual_seed(1234)
-    fresh = [(fn, _fresh(a, gen), _fresh(k, gen)) for fn, a, k in calls]
-    # The original code gets the same fresh values (same structure, same generator seed).
-    gen = torch.Generator().manual_seed(1234)
-    ref = [(fn, _fresh(a, gen), _fresh(k, gen)) for fn, a, k in ref_calls] if ref_calls is not None else fresh
+    runs on fake tensors (allow_in_graph, nonstrict_trace) are not run-time effects.
+
+    Shuffled integers can break the model's own invariants (split sizes, grid shapes): when
+    the *original* code raises on them, the integer tensors are kept as the factory made them
+    (only floating values fresh); when it raises on that too, nothing fresh can be compared and
+    the checks say so (``fresh_unusable``): equality is then proved on the given calls only."""
+    unusable = None
+    for keep_ints in (False, True):
+        gen = torch.Generator().manual_seed(1234)
+        fresh = [(fn, _fresh(a, gen, keep_ints), _fresh(k, gen, keep_ints)) for fn, a, k in calls]
+        # The original code gets the same fresh values (same structure, same generator seed).
+        gen = torch.Generator().manual_seed(1234)
+        ref = ([(fn, _fresh(a, gen, keep_ints), _fresh(k, gen, keep_ints)) for fn, a, k in ref_calls]
+               if ref_calls is not None else fresh)
+        checks, eager_error = _compare_fresh(fresh, ref, compiled)
+        if eager_error is None:
+            cap.note(checks=checks)
+            return
+        unusable = eager_error
+    cap.note(checks=Checks(fresh_unusable=f"the original code raises on fresh inputs ({unusable})"))
+
+
+def _compare_fresh(fresh: Sequence[Call], ref: Sequence[Call],
+                   compiled: dict[int, Callable[..., Any]]) -> tuple[Checks, str | None]:
+    """The checks of one fresh input set, or the error the original (eager) code raised on it."""
     checks = Checks(fresh_outputs_match=True, side_effects_kept=True)
     for i, (fn, args, kwargs) in enumerate(fresh):
         eff_e: list[str] = []
         eff_c: list[str] = []
+        rfn, rargs, rkwargs = ref[i]
+        again, again_c = _copy_or_none((rargs, rkwargs)), _copy_or_none((args, kwargs))
         try:
-            rfn, rargs, rkwargs = ref[i]
-            again, again_c = _copy_or_none((rargs, rkwargs)), _copy_or_none((args, kwargs))
             _seed()
             with _effects(eff_e):
                 want = clone_output(rfn(*rargs, **rkwargs))
+        except Exception as e:  # noqa: BLE001 - the input set, not the candidate, is at fault
+            return checks, f"call {i}: {type(e).__name__}: {str(e).strip()[:200]}"
+        try:
             _seed()
             with _effects(eff_c):
                 got = compiled[id(fn)](*args, **kwargs)
@@ -510,7 +535,7 @@ def _fresh_check(cap: Capture, calls: Sequence[Call], compiled: dict[int, Callab
         if eff_e != eff_c and checks.side_effects_kept:
             checks.side_effects_kept = False
             checks.side_effects = SideEffects(i, eff_e[:5], eff_c[:5])
-    cap.note(checks=checks)
+    return checks, None
 
 
 def census_calls(fn: Callable[..., Any] | None, calls: Sequence[Any], *, backend: str = "counting",

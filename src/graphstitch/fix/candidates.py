@@ -8,12 +8,16 @@ import json
 import os
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..jsonio import to_json
 from ..model import Site, StackEntry
 from ..paths import in_project
 from ..targets import Patches, Wrap
 from .rules import Rewrite, is_scope_frame, user_frames
+
+if TYPE_CHECKING:
+    from .trials import Fix
 
 # Least invasive first: how ranking breaks ties between verified candidates.
 INVASIVENESS = {"config": 1, "nonstrict_trace": 2, "leaf_function": 3,
@@ -91,6 +95,26 @@ def candidates(site: Site, project_root: str | None) -> list[Candidate]:
             out.append(Candidate(how, f"{how} on {fr.function}()",
                                  Patches(wrap=Wrap(fr.file, fr.line, fr.function, how))))
     return out
+
+
+DATA_FLAGS = ("capture_dynamic_output_shape_ops", "capture_scalar_outputs")
+
+
+def flags_together(site: Site, tried: list[Fix]) -> Candidate | None:
+    """Both data-dependence flags at once, when one of them alone removed SITE but the break
+    only moved (a value read from data that then sizes an op: ``.nonzero()`` then ``.item()``
+    in an MoE routing loop): together they may trace the whole of it."""
+    for f in tried:
+        flags = set(f.patches.config) if f.kind == "config" else set()
+        moved_only = f.why_not and all(w.startswith(("moved, not removed", "new skipped frame")) for w in f.why_not)
+        if f.site == site.id and len(flags) == 1 and flags <= set(DATA_FLAGS) and f.site_gone and moved_only:
+            return both_data_flags()
+    return None
+
+
+def both_data_flags() -> Candidate:
+    return Candidate("config", "config " + " + ".join(f"{x}=True" for x in DATA_FLAGS),
+                     Patches(config=dict.fromkeys(DATA_FLAGS, True)))
 
 
 def _wrap_targets(site: Site, root: str | None) -> list[StackEntry]:

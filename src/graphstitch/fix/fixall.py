@@ -23,10 +23,10 @@ from ..files import file_hash, source_text
 from ..model import Census, Site
 from ..paths import in_project, short_path
 from ..targets import Options, Patches, target_file
-from .candidates import Candidate, candidates
+from .candidates import DATA_FLAGS, Candidate, both_data_flags, candidates
 from .patches import WRITABLE_KINDS, patch_text, plan_patch, write_files
 from .rules import Rewrite, proposals
-from .trials import Counts, Fix, evaluate, new_breaks, rank, uncovered, untraced_code
+from .trials import Counts, Fix, evaluate, new_breaks, outputs_proved, rank, uncovered, untraced_code
 from .workspace import Workspace
 
 
@@ -56,6 +56,7 @@ class FixAll:
     patch: str = ""                                      # one unified diff of every changed file
     source_sha256: dict[str, str] = field(default_factory=dict)
     uncovered: list[str] = field(default_factory=list)   # sites found in code the first census never traced
+    given_inputs_only: str | None = None                 # why outputs were proved on the factory's calls only
 
     @property
     def schema(self) -> str:
@@ -77,7 +78,7 @@ def combined_check(base: Census, final: Census) -> list[str]:
         why.append("new site " + ", ".join(site_label(s.id, s.line) for s in moved))
     if d.new_skipped:
         why.append("new skipped frame " + ", ".join(f.function for f in d.new_skipped))
-    if not (final.outputs_match_eager and final.checks.fresh_outputs_match):
+    if not outputs_proved(final):
         why.append("outputs differ from the original code's eager outputs: "
                    + str(final.output_mismatch or final.checks.fresh_mismatch or final.checks.fresh_error))
     if final.checks.side_effects_kept is False:
@@ -177,6 +178,7 @@ def fix_all(spec: str, opts: Options, *, jobs: int = 2, timeout: float | None = 
         final = ws.census(opts, overlay, timeout)   # from the pristine files
         out.final = Counts.of(final)
         out.why_not = combined_check(base, final)
+        out.given_inputs_only = final.checks.fresh_unusable
         out.verified = not out.why_not
     return out, overlay
 
@@ -185,7 +187,10 @@ def _written_candidates(site: Site, ws: Workspace, tfile: str | None, overlay: d
     """The site's config flags and hatches on project functions, each as a source patch of
     the (already patched) files: `--all` writes every step it takes."""
     out = []
-    for c in candidates(site, ws.project):
+    cands = candidates(site, ws.project)
+    if any(set(c.patches.config) & set(DATA_FLAGS) for c in cands):
+        cands.append(both_data_flags())   # no later round to learn that one flag only moves the break
+    for c in cands:
         if c.kind not in WRITABLE_KINDS or tfile is None or (c.patches.wrap and not in_project(c.patches.wrap.file, ws.project)):
             continue  # a library wrap needs the trial's module:qualname first
         try:

@@ -27,7 +27,7 @@ from ..files import file_hash, source_text
 from ..model import Census, ErrorInfo, ErrorKind, Site, SiteId, StackEntry
 from ..perf.timing import LatencyStats
 from ..targets import Options, Patches, target_file
-from .candidates import INVASIVENESS, Candidate, candidates
+from .candidates import INVASIVENESS, Candidate, candidates, flags_together
 from .rules import STRATEGY_RANK, Rewrite, proposals, user_frames
 from .workspace import Workspace, unified_diff
 
@@ -85,6 +85,7 @@ class Fix:
     ranks: int | None = None         # also run on this many gloo ranks (`graphstitch ranks`' launcher)
     uncovered: list[str] = field(default_factory=list)   # new sites in code Dynamo never traced before: progress
     upstream: bool = False           # a patch to a file outside the project: offered to send, never written
+    given_inputs_only: str | None = None  # why no fresh input set could be compared (outputs proved on the factory's calls)
 
 
 @dataclass
@@ -187,6 +188,14 @@ def uncovered(base: Census, s: Site, untraced: dict[str, set[str]]) -> bool:
     return s.code.strip() in untraced.get(os.path.realpath(s.file), set())
 
 
+def outputs_proved(trial: Census) -> bool:
+    """Outputs equal eager on the factory's calls, and on a fresh input set unless the
+    original code itself raises on every fresh set (``Checks.fresh_unusable``)."""
+    fresh = trial.checks.fresh_outputs_match is True or (
+        trial.checks.fresh_outputs_match is None and trial.checks.fresh_unusable is not None)
+    return bool(trial.outputs_match_eager) and fresh
+
+
 def evaluate(site: Site, cand: Candidate, base: Census, trial: Census, read: Reader = source_text) -> Fix:
     """What the trial proved about this candidate for this site (READ gives the text BASE's
     line numbers refer to)."""
@@ -202,7 +211,7 @@ def evaluate(site: Site, cand: Candidate, base: Census, trial: Census, read: Rea
     revealed = [s for s in moved if not still and uncovered(base, s, hidden)]
     new_sites = [site_label(s.id, s.line) for s in moved if s not in revealed]
     new_skips = [f"{f.function} {f.id.path}:{f.line}" for f in d.new_skipped]
-    outputs = bool(trial.outputs_match_eager) and trial.checks.fresh_outputs_match is True
+    outputs = outputs_proved(trial)
     effects = trial.checks.side_effects_kept
     if not trial.error:
         if still:
@@ -228,7 +237,7 @@ def evaluate(site: Site, cand: Candidate, base: Census, trial: Census, read: Rea
                trial.config.get("wrapped"), new_sites, new_skips, trial.error, why,
                strategy=cand.strategy, tradeoff=cand.tradeoff, rule=rw.rule if rw else None,
                patch=rewrite_diff(rw) if rw else None, uncovered=[site_label(s.id, s.line) for s in revealed],
-               upstream=bool(rw and rw.upstream))
+               upstream=bool(rw and rw.upstream), given_inputs_only=trial.checks.fresh_unusable)
 
 
 def on_ranks(fix: Fix, site: Site, cand: Candidate, base: Census, ws: Workspace, opts: Options,
@@ -365,6 +374,9 @@ def _run_fix(ws: Workspace, opts: Options, jobs: int, timeout: float | None, onl
               if kinds is None or c.kind in kinds]
     results = run_all({c.key: c for _, c in pairs})
     fixes += [evaluate(s, c, base, results[c.key]) for s, c in pairs]
+    both = [(s, pair) for s in sites if (pair := flags_together(s, fixes)) is not None]
+    results = run_all({c.key: c for _, c in both})
+    fixes += [evaluate(s, c, base, results[c.key]) for s, c in both]
     base.fixes = rank(fixes)
     tried = {f.site for f in fixes}
     for s in sites:   # a site nothing applies to says so, with the reasons

@@ -188,6 +188,8 @@ def fixes(report: FixReport, console: Console | None = None) -> None:
         for f in rows:
             b, a = f.before, f.after
             mark = "[bold green]VERIFIED[/]" if f.verified else "[red]rejected[/]"
+            if f.verified and f.given_inputs_only:
+                mark += " [yellow]on the given inputs only[/]"
             on = f" · on {f.ranks} gloo ranks" if f.ranks else ""
             up = " · [yellow]upstream patch[/] (outside your project: to send to the library)" if f.upstream else ""
             console.print(f"  {mark} {escape(f'[{f.strategy}]')} {escape(f.candidate)} · graphs {b.graphs}→{a.graphs}"
@@ -196,6 +198,8 @@ def fixes(report: FixReport, console: Console | None = None) -> None:
                 console.print(f"      [dim]trade-off: {escape(f.tradeoff)}[/]")
             for why in f.why_not:
                 console.print(f"      [dim]{escape(why)}[/]")
+            if f.given_inputs_only:
+                console.print(f"      [dim]no fresh inputs compared: {escape(f.given_inputs_only)}[/]")
             if f.uncovered:
                 console.print(f"      [dim]uncovered (code Dynamo never traced before, now seen): "
                               f"{escape(', '.join(f.uncovered))}[/]")
@@ -233,7 +237,11 @@ def fix_all(result: FixAll, console: Console | None = None) -> None:
         console.print(f"  [yellow]left[/] {escape(r)}")
     if result.steps:
         mark = "[bold green]VERIFIED[/]" if result.verified else "[red]NOT verified[/]"
+        if result.verified and result.given_inputs_only:
+            mark += " [yellow]on the given inputs only[/]"
         console.print(f"  combined patch, re-checked from the pristine files: {mark}")
+        if result.given_inputs_only:
+            console.print(f"      [dim]no fresh inputs compared: {escape(result.given_inputs_only)}[/]")
         for why in result.why_not:
             console.print(f"      [dim]{escape(why)}[/]")
         compact_diff(result.patch, console, limit=40)
