@@ -28,13 +28,13 @@ from pathlib import Path
 from graphstitch.fix import run_fix
 from graphstitch.fix.candidates import Candidate
 from graphstitch.fix.patches import WRITABLE_KINDS, planned_files
-from graphstitch.fix.trials import Fix, FixReport, evaluate
+from graphstitch.fix.trials import WRITTEN_KINDS, Fix, FixReport, evaluate
 from graphstitch.fix.workspace import Workspace
 from graphstitch.targets import Options
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "fix_corpus"
-FAST_KINDS = {"rewrite", "extract", "split", "config", "nonstrict_trace", "disable"}
+FAST_KINDS = WRITTEN_KINDS   # what `graphstitch fix` tries by default
 
 
 def expect_of(path: Path) -> str:

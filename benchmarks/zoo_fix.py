@@ -1,6 +1,7 @@
 """Fix breaking models of the transformers zoo in a library checkout, as a maintainer would.
 
-    python benchmarks/zoo_fix.py [--models A,B,...] [--checkout DIR] [--budget-s S] [--json OUT]
+    python benchmarks/zoo_fix.py [--models A,B,...] [--checkout DIR] [--budget-s S] [--json OUT] [--patches DIR]
+    python benchmarks/zoo_fix.py --combine A.json B.json [--json OUT]
 
 The checkout is the transformers source (a copy of the installed package as ``src/transformers``
 with a ``pyproject.toml``, unless ``--checkout`` names a real clone) on ``PYTHONPATH``; each model
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -73,7 +75,13 @@ def gs(args: list[str], pythonpath: Path, cwd: Path, timeout: float) -> subproce
                           text=True, timeout=timeout)
 
 
-def one_model(name: str, checkout: Path, work: Path, factories: Path, timeout: float) -> dict:
+def _in_checkout(text: str) -> str:
+    """Paths of the private copy as paths of the checkout (src/transformers/...)."""
+    return re.sub(r"co-[A-Za-z0-9_]+/", "", text)
+
+
+def one_model(name: str, checkout: Path, work: Path, factories: Path, timeout: float,
+              patches: Path | None) -> dict:
     copy = private_copy(checkout, work / f"co-{name}")
     out = work / f"{name}.fixall.json"
     row: dict = {"model": name}
@@ -94,16 +102,21 @@ def one_model(name: str, checkout: Path, work: Path, factories: Path, timeout: f
     row.update(status="ok", sites=res["start"]["sites"], final_sites=res["final"]["sites"],
                fixed=len(steps), verified=verified, strategies=dict(Counter(s["strategy"] for s in steps)),
                given_inputs_only=res.get("given_inputs_only"), remaining=res["remaining"],
-               patched=sorted({ln[6:].split("\t")[0] for ln in res["patch"].splitlines() if ln.startswith("+++ b/")}),
-               steps=[{"label": s["label"], "rule": s.get("rule"), "strategy": s["strategy"]} for s in steps])
+               patched=sorted({_in_checkout(ln[6:].split("\t")[0]) for ln in res["patch"].splitlines()
+                               if ln.startswith("+++ b/")}),
+               steps=[{"label": _in_checkout(s["label"]), "rule": s.get("rule"), "strategy": s["strategy"]}
+                      for s in steps])
+    if patches is not None and verified and res["patch"]:
+        patches.mkdir(parents=True, exist_ok=True)
+        (patches / f"{name}.diff").write_text(_in_checkout(res["patch"]))
     if verified and steps:
         # The independent check: a census of the patched copy in a fresh process.
         cj = work / f"{name}.after.json"
         gs(["census", f"{factories}:{name}", "--project", str(copy), "--json", str(cj), "--timeout", str(timeout)],
            copy, work, timeout * 2)
         after = json.loads(cj.read_text()) if cj.exists() else None
-        fixed_labels = {s["label"] for s in steps}
-        left = {f"{s['id']['gb_id']} {s['id']['path']}:{s['line']}" for s in after["sites"]} if after else set()
+        fixed_labels = {_in_checkout(s["label"]) for s in steps}
+        left = {_in_checkout(f"{s['id']['gb_id']} {s['id']['path']}:{s['line']}") for s in after["sites"]} if after else set()
         row["false_verified"] = (after is None or not after.get("outputs_match_eager")
                                  or len(after["sites"]) > res["final"]["sites"] or bool(fixed_labels & left))
     else:
@@ -120,7 +133,17 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=600, help="per census, seconds")
     ap.add_argument("--budget-s", type=float, default=0, help="stop starting models after this many seconds (0: none)")
     ap.add_argument("--json", type=Path, help="write the rows and the summary here")
+    ap.add_argument("--combine", nargs="+", type=Path, metavar="JSON",
+                    help="no run: the summary over the rows of earlier --json files")
+    ap.add_argument("--patches", type=Path, help="write each model's verified combined patch to DIR/<model>.diff")
     args = ap.parse_args()
+    if args.combine:
+        rows = [r for f in args.combine for r in json.loads(f.read_text())["rows"]]
+        summary = summarise(rows)
+        print(json.dumps(summary, indent=1))
+        if args.json:
+            args.json.write_text(json.dumps({"rows": rows, "summary": summary}, indent=1))
+        return 1 if summary["false_verified"] else 0
     models = args.models.split(",") if args.models else DEFAULT_MODELS
     work = Path(tempfile.mkdtemp(prefix="gs-zoo-fix-"))
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(work / "inductor"))
@@ -133,11 +156,13 @@ def main() -> int:
             if args.budget_s and time.perf_counter() - start > args.budget_s:
                 print(f"budget of {args.budget_s:.0f} s spent: {len(models) - i + 1} model(s) not run", flush=True)
                 break
-            row = one_model(m, checkout, work, factories, args.timeout)
+            row = one_model(m, checkout, work, factories, args.timeout, args.patches)
             rows.append(row)
             print(f"[{i}/{len(models)}] {m}: {row['status']} · sites {row.get('sites', '?')} · fixed "
                   f"{row.get('fixed', 0)} {row.get('strategies', {})} · {row['wall_s']} s"
                   + (" · FALSE-VERIFIED" if row.get("false_verified") else ""), flush=True)
+            if args.json:   # after every model: a stopped run keeps what it measured
+                args.json.write_text(json.dumps({"rows": rows, "summary": summarise(rows)}, indent=1))
         summary = summarise(rows)
         print(json.dumps(summary, indent=1))
         if args.json:
