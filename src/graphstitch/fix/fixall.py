@@ -173,7 +173,7 @@ def fix_all(spec: str, opts: Options, *, jobs: int = 2, timeout: float | None = 
     out.remaining = [f"{site_label(s.id, s.line)}: "
                      + done.get(str(s.id), "not tried: the round limit was reached" if limit else "not tried")
                      for s in cur.sites]
-    out.patch = patch_text(overlay)
+    out.patch = patch_text(overlay, root=ws.project)
     if overlay:
         final = ws.census(opts, overlay, timeout)   # from the pristine files
         out.final = Counts.of(final)

@@ -228,11 +228,12 @@ def write_files(files: dict[str, str], hashes: dict[str, str], root: str,
     return "backup: " + ", ".join(backups), True
 
 
-def patch_text(files: dict[str, str], *, upstream: bool = False) -> str:
-    """The unified diff of FILES against the files on disk (an upstream patch names each file
-    by its path inside the library)."""
+def patch_text(files: dict[str, str], *, upstream: bool = False, root: str | None = None) -> str:
+    """The unified diff of FILES against the files on disk, each named by its path inside ROOT
+    (the project) where it is in it (an upstream patch: by its path inside the library)."""
     from ..paths import identity_path
-    return "".join(unified_diff(p, source_text(p), new, label=identity_path(p, None) if upstream else None)
+    return "".join(unified_diff(p, source_text(p), new, label=identity_path(p, None) if upstream else None,
+                                root=root)
                    for p, new in files.items())
 
 
@@ -253,7 +254,7 @@ def apply_best(report: FixReport, ws: Workspace, opts: Options, *, write: bool,
         files = planned_files(fix, report, ws)
     except (LookupError, OSError, SyntaxError) as e:
         return f"cannot write a patch for {fix.candidate}: {e}", False
-    diff = patch_text(files)
+    diff = patch_text(files, root=ws.project)
     if not write:
         return diff, True
     why, ok = write_files(files, report.source_sha256, ws.project,

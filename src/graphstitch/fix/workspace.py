@@ -19,6 +19,7 @@ import os
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 from .. import procs, worker
 from ..files import encode_source, read_source, source_text
@@ -122,10 +123,12 @@ def _line_map(old: str, new: str) -> dict[int, int]:
     return out
 
 
-def unified_diff(path: str, old: str, new: str, *, label: str | None = None) -> str:
-    """One file's patch; LABEL names it (default: its path as shown to the user)."""
-    from ..paths import short_path
-    rel = label or short_path(path)
+def unified_diff(path: str, old: str, new: str, *, label: str | None = None, root: str | None = None) -> str:
+    """One file's patch; LABEL names it (default: its path inside ROOT, the project, so that
+    `git apply` in a checkout takes it; else its path as shown to the user)."""
+    from ..paths import in_project, short_path
+    rel = label or (Path(os.path.relpath(os.path.realpath(path), root)).as_posix() if root and in_project(path, root)
+                    else short_path(path))
     return "".join(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
                                         fromfile=f"a/{rel}", tofile=f"b/{rel}"))
 

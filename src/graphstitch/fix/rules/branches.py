@@ -40,7 +40,8 @@ def _effects_in(block: cst.CSTNode, ctx: Ctx) -> str | None:
 class _TensorBool(cst.CSTTransformer):
     """Python truth on tensors -> tensor logic: ``not t`` -> ``torch.logical_not(t)``,
     ``a and b`` -> ``torch.logical_and(...)``, ``any(f(x) for x in xs)`` ->
-    ``torch.stack([f(x) for x in xs]).any()``, ``a if c else b`` -> ``torch.where(c, a, b)``
+    ``torch.stack([f(x) for x in xs]).any()``, ``a if c else b`` -> ``torch.where(c, a, b)``,
+    ``t.item()`` -> ``t``
     (``True if c else False`` -> ``c``). Operands that may be Python bools are wrapped in
     ``torch.as_tensor`` (a no-op on a tensor)."""
 
@@ -76,6 +77,10 @@ class _TensorBool(cst.CSTTransformer):
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
         f = updated_node.func
+        if isinstance(f, cst.Attribute) and f.attr.value == "item" and not updated_node.args:
+            # `t.item()` in a condition: the 0-d tensor compares to the same truth, and stays in the graph
+            self.changed = True
+            return f.value
         if isinstance(f, cst.Name) and f.value in ("any", "all") and len(updated_node.args) == 1 and \
                 isinstance(updated_node.args[0].value, (cst.GeneratorExp, cst.ListComp)):
             self.changed = True
