@@ -106,3 +106,25 @@ def test_a_real_transformers_model_gets_a_verified_patch_to_the_library_source(t
     assert "+++ b/src/transformers/models/flaubert/modeling_flaubert.py" in res["patch"]
     assert "+        assert lengths.max() <= slen" in res["patch"]
     assert "assert lengths.max().item() <= slen" in src.read_text()     # --diff writes nothing
+
+
+@pytest.mark.slow
+def test_sweep_fix_gives_a_patch_per_model_and_one_per_shared_root_cause(toylib):
+    # Two models break on the same library line: each gets its combined diff, and the line's
+    # patch comes out once, naming both models. Nothing in the checkout is written.
+    checkout, user = toylib
+    layers = checkout / "src" / "toylib" / "layers.py"
+    before = layers.read_text()
+    r = gs("sweep", "factories.py", "--only", "gate*", "--project", str(checkout), "--fix", "out", "--quiet",
+           cwd=user, checkout=checkout)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    res = json.loads((user / "out" / "fixes.json").read_text())
+    assert res["schema"] == "graphstitch.sweep_fixes/1"
+    assert sorted((m["target"], m["sites"], m["fixed"], m["verified"]) for m in res["models"]) == [
+        ("factories.py:gate@eval", 1, 1, True), ("factories.py:gate_wide@eval", 1, 1, True)]
+    (rc,) = res["root_causes"]
+    assert rc["models"] == ["factories.py:gate@eval", "factories.py:gate_wide@eval"]
+    assert rc["sites"] == [f"GB0124 {os.path.realpath(layers)}:{marked_line(layers, 'ITEM')}"]
+    patch = (user / "out" / "root-cause-1.diff").read_text()
+    assert patch.startswith("--- a/src/toylib/layers.py\n+++ b/src/toylib/layers.py\n") and "torch.where(" in patch
+    assert "1 shared root-cause patch" in " ".join(r.stdout.split()) and layers.read_text() == before

@@ -870,13 +870,20 @@ Exit codes:
 @click.option("--markdown", "markdown_path", type=OUTPUT, help="Write the report as Markdown.")
 @click.option("--html", "html_path", type=OUTPUT, help="Write a self-contained HTML report with sortable tables.")
 @click.option("--quiet", is_flag=True, help="No progress bar and no per-target table in the terminal.")
+@click.option("--fix", "fix_dir", type=click.Path(file_okay=False), default=None, metavar="DIR",
+              help="Then `fix --all` every breaking eval-mode model with --project as the project (e.g. a library "
+                   "checkout on PYTHONPATH): DIR/<model>.diff per verified combined patch, DIR/root-cause-N.diff per "
+                   "file patched the same way for several models, DIR/fixes.json. Nothing in the project is written.")
+@project_option
 @compile_options
 def sweep(sources: tuple[str, ...], only: tuple[str, ...], exclude: tuple[str, ...], modes: str, jobs: int,
           timeout: float, retries: int, min_free_mb: float, out_path: str | None, resume: bool, log_dir: str | None,
           ray_address: str | None, num_cpus: float, num_gpus: float, shard: str | None, merge: bool,
           compare_path: str | None, gate: bool, fail_on_improvement: bool, json_path: str | None,
-          markdown_path: str | None, html_path: str | None, quiet: bool, **compile_opts: Any) -> None:
-    """Census every model of a zoo (a registry, your factories, a TOML list), locally or on Ray."""
+          markdown_path: str | None, html_path: str | None, quiet: bool, fix_dir: str | None, project: str | None,
+          **compile_opts: Any) -> None:
+    """Census every model of a zoo (a registry, your factories, a TOML list), locally or on Ray;
+    with --fix, verified patches for the breaking models and their shared root causes."""
     from . import sweep as sw
     from .render import sweep as render_sweep
     from .render import write_json
@@ -934,5 +941,34 @@ def sweep(sources: tuple[str, ...], only: tuple[str, ...], exclude: tuple[str, .
         render_sweep.write_markdown(report, markdown_path)
     if html_path:
         render_sweep.write_html(report, html_path)
+    if fix_dir:
+        _sweep_fix(rows, fix_dir, resolve_project(project), timeout, compile_opts)
     if gate and cmp is not None and sw.gate_failed(cmp, fail_on_improvement=fail_on_improvement):
         sys.exit(EXIT_FAIL)
+
+
+def _sweep_fix(rows: Any, folder: str, project: str | None, timeout: float, compile_opts: dict[str, Any]) -> None:
+    from .fix.sweep import ModelFix, breaking, fix_rows
+    from .render import write_json
+
+    console = Console(highlight=False)
+    todo = breaking(rows)
+    if not todo:
+        console.print("sweep --fix: no breaking eval-mode model to fix.")
+        return
+
+    def said(i: int, n: int, m: ModelFix) -> None:
+        what = (f"error: {m.error}" if m.error else
+                f"{m.fixed}/{m.sites} site(s) by a verified patch ({', '.join(f'{k} {v}' for k, v in m.strategies.items())})"
+                f" -> {m.patch_file}" if m.patch_file else f"no verified combined patch ({m.sites} site(s))")
+        err_console.print(f"[{i}/{n}] {m.target}: {what}")
+
+    res = fix_rows(rows, folder, project=project, timeout=timeout, jobs=2, opts=make_options(**compile_opts),
+                   on_model=said)
+    for rc in res.root_causes:
+        console.print(f"root cause patched the same way in {len(rc.models)} models: {', '.join(rc.sites) or rc.file}"
+                      f" -> {rc.patch_file}")
+    write_json(res, os.path.join(folder, "fixes.json"))
+    fixed = sum(m.fixed for m in res.models)
+    console.print(f"sweep --fix: {fixed} of {sum(m.sites for m in res.models)} site(s) in {len(res.models)} model(s) "
+                  f"have a verified patch; {len(res.root_causes)} shared root-cause patch(es); {folder}/fixes.json")

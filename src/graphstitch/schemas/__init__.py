@@ -17,6 +17,7 @@ def documents() -> dict[str, type]:
     """Document name -> its type (the top-level object of that JSON file)."""
     from ..fix import FixReport
     from ..fix.fixall import FixAll
+    from ..fix.sweep import SweepFixes
     from ..gate import Baseline
     from ..guards import GuardReport
     from ..model import Census
@@ -25,7 +26,7 @@ def documents() -> dict[str, type]:
     from ..sweep import Row, SweepReport
     return {"census": Census, "fix": FixReport, "fixall": FixAll, "perf": PerfResult, "ranks": RanksReport,
             "trace": TraceReport, "guards": GuardReport, "baseline": Baseline,
-            "sweep": SweepReport, "sweep_row": Row}
+            "sweep": SweepReport, "sweep_row": Row, "sweep_fixes": SweepFixes}
 
 
 def generate(name: str) -> dict[str, Any]:

@@ -11,3 +11,8 @@ def gate():
 def moe():
     torch.manual_seed(0)
     return [(SparseMoe(), (torch.randn(6, 8),), {})]
+
+
+def gate_wide():
+    torch.manual_seed(1)
+    return [(Gate(), (torch.randn(16, 8),), {})]
