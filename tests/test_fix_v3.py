@@ -141,6 +141,19 @@ def _site_of(spec: str, tag: str, path: Path):
     return base, next(s for s in base.sites if s.line == marked_line(path, tag))
 
 
+def test_an_extract_never_passes_a_name_the_function_binds_only_later():
+    # `causal` is read in the branch not taken and assigned after the statement: a helper
+    # call `_h(x, mask, causal)` would raise; the extract is refused with that reason.
+    path = TARGETS / "extract_order.py"
+    base, _ = census_subprocess(f"{path}:target", OPTS)
+    (site,) = base.sites
+    assert (site.gb_id, site.file, site.line) == ("GB0036", str(path), marked_line(path, "LATE"))
+    props, refused = proposals(site, str(path.parent), target_file=str(path), factory="target", sites=base.sites)
+    assert not any(p.rule == "extract-hatch" for p in props)
+    assert any(r.rule == "extract-hatch" and "`causal`, which the function binds only later" in r.reason
+               for r in refused), refused
+
+
 def test_comprehension_site_maps_to_its_statement_and_the_helper_takes_no_loop_variable(tmp_path):
     # Python 3.11 reports the .item() in its <listcomp> frame; the statement holding the
     # comprehension is the site's: an extracted helper reads self and x, never the loop

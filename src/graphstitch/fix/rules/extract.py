@@ -19,7 +19,7 @@ import libcst as cst
 
 from .base import Ctx, Refusal, Rewrite, rule
 from .collectives import touches_collective
-from .syntax import add_import, bound, locals_read, reads, small, tidy_blank_lines, walk
+from .syntax import add_import, binding_points, bound, locals_read, reads, small, tidy_blank_lines, walk
 
 IO_CALLS = re.compile(r"\b(torch\.save|open|np\.save|pickle\.dump|json\.dump)\s*\(")
 # Calls that read or change the host's state (clock, random streams, processes, the
@@ -113,6 +113,27 @@ def helper_io(ctx: Ctx, stmts: Sequence[cst.BaseStatement]) -> tuple[list[str], 
     return inputs, outputs
 
 
+def bound_only_after(ctx: Ctx, stmts: Sequence[cst.BaseStatement], names: Sequence[str]) -> str | None:
+    """A name of NAMES (what STMTS read) that the function binds only after them, with no loop
+    around them to bind it on an earlier turn: the original reads it only on a path that
+    does not run, but a helper call would have to pass it before it exists."""
+    assert ctx.func is not None
+    loop = ctx.idx.enclosing(stmts[0], (cst.For, cst.While))
+    if loop is not None and ctx.idx.contains(ctx.func, ctx.pos[loop]):
+        return None
+    fp = ctx.func.params
+    params = {p.name.value for p in [*fp.posonly_params, *fp.params, *fp.kwonly_params]}
+    for extra in (fp.star_arg, fp.star_kwarg):
+        if isinstance(extra, cst.Param):
+            params.add(extra.name.value)
+    start = ctx.idx.span[stmts[0]][0]
+    points = binding_points(ctx.idx, [ctx.func.body])
+    for n in names:
+        if n not in params and points.get(n) and all(p > start for p in points[n]):
+            return n
+    return None
+
+
 def _bound_in_order(stmts: Sequence[cst.BaseStatement]) -> list[str]:
     names = bound(stmts)
     seen = [n.value for st in stmts for n in walk(st) if isinstance(n, cst.Name) and n.value in names]
@@ -142,6 +163,11 @@ def _extract_hatch(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
                       "freeze what it reads from the host (a clock, a random stream) or run it at trace time only")
         return
     inputs, outputs = helper_io(ctx, [st])
+    late = bound_only_after(ctx, [st], inputs)
+    if late:
+        yield Refusal("extract-hatch", f"the statement reads `{late}`, which the function binds only later: "
+                      "the helper call would pass a name that does not exist yet")
+        return
     io = IO_CALLS.search(ctx.code(st)) is not None
     loops = isinstance(st, (cst.While, cst.For))
     name = helper_name(ctx, f"_{ctx.func.name.value}_{ctx.site.line}")

@@ -223,7 +223,7 @@ def locals_read(idx: Index, stmts: Sequence[cst.CSTNode], func: cst.FunctionDef)
     a name the statements bind themselves before they read it (``with open(p) as f:
     f.write(...)``)."""
     fscope = idx.scopes.get(func.body)
-    binds = _binding_points(idx, stmts)
+    binds = binding_points(idx, stmts)
     out: list[str] = []
     for st in stmts:
         for n in walk(st):
@@ -238,7 +238,7 @@ def locals_read(idx: Index, stmts: Sequence[cst.CSTNode], func: cst.FunctionDef)
     return out
 
 
-def _binding_points(idx: Index, stmts: Sequence[cst.CSTNode]) -> dict[str, list[tuple[int, int]]]:
+def binding_points(idx: Index, stmts: Sequence[cst.CSTNode]) -> dict[str, list[tuple[int, int]]]:
     """Where each name the statements bind becomes bound: after an assignment's value is
     computed (its end), after a ``with`` item, after a ``for`` header's iterable."""
     out: dict[str, list[tuple[int, int]]] = {}
