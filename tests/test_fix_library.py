@@ -81,6 +81,23 @@ def test_moe_routing_runs_eagerly_between_compiled_parts(toylib):
     assert layers.read_text() == (TARGETS / "toylib" / "src" / "toylib" / "layers.py").read_text()   # --diff only
 
 
+def test_a_decorated_forward_is_split_with_the_wrapper_running_eagerly_too(toylib):
+    # The compiled frame is the decorator's wrapper; the forward under it splits, and the
+    # wrapper gets disable(recursive=False) above the library's decorator.
+    checkout, user = toylib
+    layers = checkout / "src" / "toylib" / "layers.py"
+    label = f"GB0036 {os.path.realpath(layers)}:{marked_line(layers, 'KEEP')}"
+    r = gs("fix", "factories.py:positives", "--project", str(checkout), "--json", "fix.json", cwd=user,
+           checkout=checkout)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    res = json.loads((user / "fix.json").read_text())
+    assert [f"{s['gb_id']} {s['id']['path']}:{s['line']}" for s in res["sites"]] == [label]
+    (split,) = [f for f in res["fixes"] if f["strategy"] == "split"]
+    assert split["verified"] and split["label"] == label, split["why_not"]
+    assert "+    @torch.compiler.disable(recursive=False)\n     @returns_tuple\n+    @torch.compiler.disable(" \
+        in split["patch"]
+
+
 @pytest.mark.slow
 def test_a_real_transformers_model_gets_a_verified_patch_to_the_library_source(tmp_path):
     transformers = pytest.importorskip("transformers")

@@ -16,3 +16,9 @@ def moe():
 def gate_wide():
     torch.manual_seed(1)
     return [(Gate(), (torch.randn(16, 8),), {})]
+
+
+def positives():
+    from toylib.layers import Positives
+    torch.manual_seed(0)
+    return [(Positives(), (torch.randn(6, 8),), {})]

@@ -11,8 +11,9 @@ from collections.abc import Iterator, Sequence
 import libcst as cst
 from libcst.metadata import MetadataWrapper
 
+from ...model import StackEntry
 from ...paths import in_project
-from .base import Ctx, Refusal, Rewrite, entry_frame, rule
+from .base import Ctx, Refusal, Rewrite, entry_frame, rule, user_frames
 from .syntax import Index, add_import, bound, reads, swap_code, walk, walk_no_defs
 
 
@@ -32,8 +33,15 @@ def _region_split(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
         idx = ctx.idx if entry.file == ctx.path else Index(MetadataWrapper(cst.parse_module(ctx.read(entry.file))))
     except (cst.ParserSyntaxError, SyntaxError, OSError):
         return
-    func = next((n for n, ln in idx.pos.items() if isinstance(n, cst.FunctionDef) and n.name.value == entry.function
-                 and ln <= entry.line and isinstance(n.body, cst.IndentedBlock) and idx.contains(n, entry.line)), None)
+    func = _def_at(idx, entry)
+    frames = user_frames(site)
+    nxt = frames[frames.index(entry) + 1] if entry.function != "forward" and entry in frames[:-1] else None
+    if nxt is not None and nxt.function == "forward" and nxt.file == entry.file:
+        # The compiled frame is a decorator's wrapper around a module's forward (a library's
+        # `@can_return_tuple`): the forward is what splits.
+        fwd = _def_at(idx, nxt)
+        if fwd is not None and fwd.decorators:
+            entry, func = nxt, fwd
     if func is None or not isinstance(func.body, cst.IndentedBlock):
         return
     cls = idx.parents.get(idx.parents.get(func, func), None)
@@ -57,12 +65,6 @@ def _region_split(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
         func = fwd.with_changes(params=func.params.with_changes(params=[cst.Param(cst.Name("self")),
                                                                         *func.params.params]), body=func.body)
         cls = synth.with_changes(body=synth.body.with_changes(body=[func]))
-    elif func.decorators:
-        # A decorator's wrapper is the frame Dynamo compiles: it would break at the call to
-        # the eager glue (the wrapper's code is shared by every method it decorates).
-        yield Refusal("region-split", f"{cls.name.value}.forward has decorators: their wrapper would be traced and "
-                      "break at the eager glue; compile the parts instead (regional compilation)")
-        return
     body: list[cst.BaseStatement] = [st for st in func.body.body if isinstance(st, cst.BaseStatement)]
     lines = {fr.line for fr in map(entry_frame, sites)
              if fr is not None and fr.file == entry.file and fr.function == entry.function} | {entry.line}
@@ -145,7 +147,13 @@ def _region_split(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
                              trailing_whitespace=cst.TrailingWhitespace(
                                  whitespace=cst.SimpleWhitespace("  "),
                                  comment=cst.Comment("# graphstitch fix: region split, these lines run eagerly")))
-        new_func = func.with_changes(decorators=[deco], body=func.body.with_changes(body=glue))
+        # A decorated forward (a library's `@can_return_tuple`): the decorator's wrapper is the
+        # frame Dynamo compiles and would break at the call to the glue, so it runs eagerly too,
+        # without recursion: the glue under it, and the parts it calls still compile.
+        outer = [cst.Decorator(cst.parse_expression("torch.compiler.disable(recursive=False)"))] \
+            if func.decorators and fn_entry is None else []
+        new_func = func.with_changes(decorators=[*outer, *func.decorators, deco] if outer else [deco],
+                                     body=func.body.with_changes(body=glue))
         gap_lines = f"{idx.pos[gap[0]]}" + (f"–{idx.pos[gap[-1]]}" if len(gap) > 1 else "")
         if fn_entry is None:
             code = swap_code(idx.module, {func: cst.FlattenSentinel([new_func, *new_methods])})
@@ -224,6 +232,12 @@ def _loads(fac: cst.FunctionDef, name: str) -> list[cst.Name]:
                 out.append(n)
             stack.extend(n.children)
     return out
+
+
+def _def_at(idx: Index, frame: StackEntry) -> cst.FunctionDef | None:
+    """The def of FRAME's function: named so, starting at or above its line, holding it."""
+    return next((n for n, ln in idx.pos.items() if isinstance(n, cst.FunctionDef) and n.name.value == frame.function
+                 and ln <= frame.line and isinstance(n.body, cst.IndentedBlock) and idx.contains(n, frame.line)), None)
 
 
 def _returns(st: cst.CSTNode) -> bool:
