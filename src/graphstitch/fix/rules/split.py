@@ -39,9 +39,9 @@ def _region_split(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
     if nxt is not None and nxt.function == "forward" and nxt.file == entry.file:
         # The compiled frame is a decorator's wrapper around a module's forward (a library's
         # `@can_return_tuple`): the forward is what splits.
-        fwd = _def_at(idx, nxt)
-        if fwd is not None and fwd.decorators:
-            entry, func = nxt, fwd
+        wrapped = _def_at(idx, nxt)
+        if wrapped is not None and wrapped.decorators:
+            entry, func = nxt, wrapped
     if func is None or not isinstance(func.body, cst.IndentedBlock):
         return
     cls = idx.parents.get(idx.parents.get(func, func), None)
