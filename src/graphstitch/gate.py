@@ -22,7 +22,7 @@ from .jsonio import JSONError, from_json, to_json
 from .model import Census, FrameId, Graph, RecompileCause, Site, SiteId, SkippedFrame, normalize_code
 from .paths import short_path
 
-BASELINE_FORMAT = 2
+BASELINE_FORMAT = 3   # 3: untraced code (coverage) is kept, so a change there is seen
 BUDGET_KEYS = ("max_breaks", "max_graphs", "max_recompiles")
 
 
@@ -48,6 +48,18 @@ class BaselineFrame:
 
 
 @dataclass
+class BaselineUntraced:
+    """Code that ran untraced when the baseline was made, and a hash of its text: the gate
+    cannot see a break there, but it can see that the code changed."""
+    path: str
+    function: str
+    start: int                # shown in messages; matching is on path + function + why
+    end: int | None
+    why: str
+    fingerprint: str
+
+
+@dataclass
 class BaselineCause:
     reason: str
     count: int
@@ -60,6 +72,7 @@ class BaselineEntry:
     sites: list[BaselineSite] = field(default_factory=list)
     skipped_frames: list[BaselineFrame] = field(default_factory=list)
     recompiles: list[BaselineCause] = field(default_factory=list)
+    untraced: list[BaselineUntraced] = field(default_factory=list)
 
     @classmethod
     def of(cls, c: Census) -> BaselineEntry:
@@ -70,7 +83,9 @@ class BaselineEntry:
                          key=lambda e: (e.id.path, e.line, e.id.gb_id)),
             skipped_frames=sorted((BaselineFrame(f.id, f.line, f.fail_type) for f in c.skipped_frames),
                                   key=lambda e: (e.id.path, e.line)),
-            recompiles=sorted((BaselineCause(r.reason, r.count) for r in c.recompiles), key=lambda e: e.reason))
+            recompiles=sorted((BaselineCause(r.reason, r.count) for r in c.recompiles), key=lambda e: e.reason),
+            untraced=[BaselineUntraced(u.path, u.function, u.start, u.end, u.why, u.fingerprint)
+                      for u in c.coverage.untraced])
 
     def census(self, target: str) -> Census:
         """The baseline as a Census, for ``diff``: only what the gate compares is there."""
@@ -103,7 +118,7 @@ def load_baseline(path: str | os.PathLike[str]) -> Baseline:
         data = json.loads(text)
     except (ValueError, RecursionError) as e:
         raise BaselineError(f"baseline {path} is not valid JSON ({e}); fix it or recreate it with --update") from None
-    if not isinstance(data, dict) or data.get("format") not in (1, BASELINE_FORMAT):
+    if not isinstance(data, dict) or data.get("format") not in (1, 2, BASELINE_FORMAT):
         raise BaselineError(f"baseline {path} is not a graphstitch baseline (format {BASELINE_FORMAT}); "
                             "recreate it with --update")
     try:
@@ -182,10 +197,17 @@ class Verdict:
     regressions: list[str] = field(default_factory=list)
     improvements: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # What the gate cannot judge: code that ran untraced changed (a break there is never
+    # reported). Not "ok": `check` says "unknown", and fails with --strict.
+    unknowns: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return not self.regressions
+
+    @property
+    def status(self) -> str:
+        return "fail" if self.regressions else "unknown" if self.unknowns else "ok"
 
 
 def _at(path: str, line: int) -> str:
@@ -193,7 +215,7 @@ def _at(path: str, line: int) -> str:
 
 
 def compare(target: str, c: Census, base: BaselineEntry | None, *, base_torch: str | None = None,
-            budgets: dict[str, int] | None = None) -> Verdict:
+            budgets: dict[str, int] | None = None, base_format: int = BASELINE_FORMAT) -> Verdict:
     """Regressions (new or grown sites, more graphs, new skipped frames, new or grown
     recompile causes, budgets exceeded) and improvements of ``c`` against a baseline entry."""
     v = Verdict(target)
@@ -230,12 +252,51 @@ def compare(target: str, c: Census, base: BaselineEntry | None, *, base_torch: s
                 f"{words} recompiles ({cc.before} -> {cc.after}): {cc.cause.reason}")
         for r in d.gone_causes:
             v.improvements.append(f"recompile cause gone: {r.reason}")
+        _untraced(v, c, base, base_format)
+    elif budgets and c.coverage.untraced:   # a budget on a count that misses untraced code
+        for u in c.coverage.untraced:
+            v.unknowns.append(f"never traced: {_span(u.path, u.start, u.end)} in {u.function} ({u.why}); "
+                              "breaks there are not counted")
     for name, value, limit in (("break sites", len(c.sites), (budgets or {}).get("max_breaks")),
                                ("graphs", c.graph_count, (budgets or {}).get("max_graphs")),
                                ("recompiles", c.recompile_count, (budgets or {}).get("max_recompiles"))):
         if limit is not None and value > limit:
             v.regressions.append(f"{name}: {value} over budget {limit}")
     return v
+
+
+def _span(path: str, start: int, end: int | None) -> str:
+    return f"{path}:{start}" + (f"-{end}" if end is not None and end != start else "")
+
+
+def _untraced(v: Verdict, c: Census, base: BaselineEntry, base_format: int) -> None:
+    """Untraced code against the baseline's: the same stretch (file, function, why) with other
+    text is a change the gate cannot judge; new untraced code likewise; gone is progress."""
+    if base_format < 3:
+        if c.coverage.untraced:
+            v.unknowns.append(f"the baseline (format {base_format}) has no record of untraced code; "
+                              f"{c.untraced_lines} line(s) in {c.untraced_functions} function(s) ran untraced now, "
+                              "so a change there cannot be judged: re-baseline with --update")
+        return
+    key = lambda path, function, why: (path, function, why)
+    old: dict[tuple[str, str, str], list[BaselineUntraced]] = {}
+    for e in base.untraced:
+        old.setdefault(key(e.path, e.function, e.why), []).append(e)
+    new: dict[tuple[str, str, str], list[str]] = {}
+    for u in c.coverage.untraced:
+        new.setdefault(key(u.path, u.function, u.why), []).append(u.fingerprint)
+    for u in c.coverage.untraced:
+        k = key(u.path, u.function, u.why)
+        where = f"{_span(u.path, u.start, u.end)} in {u.function}"
+        if k not in old:
+            v.unknowns.append(f"code newly untraced ({u.why}): {where}; breaks there are not counted")
+        elif u.fingerprint not in {e.fingerprint for e in old[k]} or not u.fingerprint:
+            v.unknowns.append(f"code that Dynamo never traced changed: {where}; a break there is not "
+                              "counted, so this change is not judged")
+    for k, entries in old.items():
+        if k not in new:
+            for e in entries:
+                v.improvements.append(f"now traced: {_span(e.path, e.start, e.end)} in {e.function} (was {e.why})")
 
 
 # ----------------------------------------------------------------------------- in tests

@@ -382,8 +382,11 @@ def verdicts(results: list[Verdict], console: Console, err: Console) -> None:
     for v in results:
         for w in v.warnings:
             err.print(f"[yellow]graphstitch: warning:[/] {escape(w)}")
-        console.print(f"{'[bold red]FAIL[/]' if not v.ok else '[green]ok[/]'} {escape(v.target)}")
+        mark = {"fail": "[bold red]FAIL[/]", "unknown": "[bold yellow]UNKNOWN[/]", "ok": "[green]ok[/]"}[v.status]
+        console.print(f"{mark} {escape(v.target)}")
         for r in v.regressions:
             console.print(f"  [red]- {escape(r)}[/]")
+        for u in v.unknowns:
+            console.print(f"  [yellow]? {escape(u)}[/]")
         for i in v.improvements:
             console.print(f"  [green]+ {escape(i)}[/]")
