@@ -1,0 +1,132 @@
+"""Coverage: the code Dynamo never traced is named, counted in the summary, and guarded by
+the gate. Real torch.compile on tests/targets_coverage/cov_model.py, whose TinyClassifier
+breaks first at an .item(), then (in the resumed frame) inside a loop through Block.forward:
+Dynamo skips the rest of the resumed frame, so a later .item() runs untraced."""
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from conftest import assert_valid, census_subprocess, marked_line
+from graphstitch.advice import advice_for
+from graphstitch.cli import main
+from graphstitch.render.html import render_html
+from graphstitch.render.markdown import markdown
+from graphstitch.render.sarif import UNTRACED_RULE, sarif
+
+MODEL = Path(__file__).parent / "targets_coverage" / "cov_model.py"
+
+
+def line(tag):
+    return marked_line(MODEL, tag)
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    c, code = census_subprocess(f"{MODEL}:target")
+    assert code == 0, c.error
+    return c
+
+
+def test_census_names_the_untraced_rest_of_the_skipped_frame(tiny):
+    c = tiny
+    # Two of the model's three breaks are seen; the later .item() ran untraced.
+    assert [(s.gb_id, s.file, s.line) for s in c.sites] == [
+        ("GB0059", str(MODEL), line("PRINT")), ("GB0124", str(MODEL), line("FIRST"))]
+    assert all(s.line != line("LATER") for s in c.sites)
+    [u] = c.coverage.untraced
+    assert (u.file, u.function, u.start, u.end, u.lines, u.why) == (
+        str(MODEL), "TinyClassifier.forward", line("LATER"), line("END"), 2, "skipped")
+    assert f"after line {line('FIRST')}" in u.reason and f"at line {line('LOOP')}" in u.reason
+    assert c.summary == ("2 break sites (3 break events) found; 2 lines in 1 function were never traced "
+                         "(breaks there are not counted).")
+    assert not c.clean and (c.untraced_lines, c.untraced_functions) == (2, 1)
+    fc = {f.function: f for f in c.coverage.functions}
+    t = fc["TinyClassifier.forward"]
+    assert [(x.start, x.end) for x in t.untraced] == [(line("LATER"), line("END"))]
+    assert t.traced[-1].end == line("LOOP")
+    assert fc["Block.forward"].untraced == [] and fc["Head.forward"].untraced == []
+
+
+def test_skipped_frame_is_the_outer_resumed_forward_not_the_inner_block(tiny):
+    [f] = tiny.skipped_frames
+    assert (f.file, f.qualname, f.resumed_at, f.line, f.start, f.end) == (
+        str(MODEL), "TinyClassifier.forward", line("FIRST"), line("LOOP"), line("FIRST"), line("END"))
+
+
+def test_stack_has_the_calling_line_and_qualified_names_tell_forwards_apart(tiny):
+    by_gb = {s.gb_id: s for s in tiny.sites}
+    printed = by_gb["GB0059"]
+    assert printed.qualname == "Block.forward" and printed.nesting_depth == 2
+    mine = [(e.line, e.qualname, e.code.split("#")[0].strip()) for e in printed.stack if e.file == str(MODEL)]
+    assert mine == [(line("LOOP"), "TinyClassifier.forward", "h = blk(h)"),
+                    (line("PRINT"), "Block.forward", 'print("block")')]
+    assert by_gb["GB0124"].qualname == "TinyClassifier.forward"
+    # "it is in a loop" points at the loop: the calling line in the frame Dynamo skipped
+    assert "the loop is in TinyClassifier.forward() at cov_model.py:" + str(line("LOOP")) in \
+        advice_for(printed)[0].summary
+    graphs = {g.qualname for g in tiny.graphs}
+    assert {"TinyClassifier.forward", "Block.forward", "Head.forward"} <= graphs
+
+
+def test_every_report_carries_coverage(tiny):
+    data = assert_valid("census", tiny.to_dict())
+    assert data["untraced_lines"] == 2 and data["coverage"]["untraced"][0]["start"] == line("LATER")
+    doc = sarif([tiny])
+    [res] = [r for r in doc["runs"][0]["results"] if r["ruleId"] == UNTRACED_RULE]
+    region = res["locations"][0]["physicalLocation"]["region"]
+    assert (region["startLine"], region["endLine"]) == (line("LATER"), line("END"))
+    assert "TinyClassifier.forward" in res["message"]["text"]
+    md = markdown([tiny])
+    assert tiny.summary in md and f"cov_model.py:{line('LATER')}-{line('END')}" in md
+    page = render_html(tiny)
+    assert "Code Dynamo never traced" in page and "resumed after line " + str(line("FIRST")) in page
+
+
+def test_disabled_function_counts_as_untraced():
+    c, code = census_subprocess(f"{MODEL}:disabled_target")
+    assert code == 0, c.error
+    assert [(s.gb_id, s.line) for s in c.sites] == [("GB0098", line("CALLS_DISABLED"))]
+    [u] = c.coverage.untraced
+    assert (u.file, u.function, u.start, u.end, u.lines, u.why) == (
+        str(MODEL), "eager_helper", line("DISABLED_FIRST"), line("DISABLED_LAST"), 2, "disabled")
+    assert "1 function" in c.summary and not c.clean
+
+
+@pytest.fixture
+def proj(tmp_path, monkeypatch):
+    shutil.copy(MODEL, tmp_path / "cov_model.py")
+    (tmp_path / "pyproject.toml").write_text("")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    return tmp_path
+
+
+def check(*args):
+    return CliRunner().invoke(main, ["check", "cov_model.py:target", "--baseline", "base.json", "--in-process", *args])
+
+
+def test_gate_says_unknown_for_a_print_added_in_untraced_code(proj):
+    r = check("--update")
+    assert r.exit_code == 0, r.output
+    base = assert_valid("baseline", json.loads((proj / "base.json").read_text()))
+    [u] = base["targets"]["cov_model.py:target"]["untraced"]
+    assert (u["function"], u["start"], u["why"]) == ("TinyClassifier.forward", line("LATER"), "skipped")
+    r = check()
+    assert r.exit_code == 0 and "ok cov_model.py:target" in r.output, r.output
+
+    # A new print in the code Dynamo never traced: no break is reported for it, so the
+    # census is the same; the gate must not call that "ok".
+    src = (proj / "cov_model.py").read_text().splitlines(keepends=True)
+    at = line("LATER")
+    src.insert(at, '        print("new")\n')
+    (proj / "cov_model.py").write_text("".join(src))
+    r = check()
+    assert r.exit_code == 0, r.output
+    assert "ok cov_model.py:target" not in r.output and "UNKNOWN cov_model.py:target" in r.output
+    assert "code that Dynamo never traced changed" in r.output
+    assert f"cov_model.py:{at}-{line('END') + 1} in" in r.output
+    r = check("--strict")
+    assert r.exit_code == 1 and "UNKNOWN" in r.output, r.output
