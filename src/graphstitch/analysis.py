@@ -185,6 +185,7 @@ class _Collected:
     recompiles: list[RecompileReasons] = field(default_factory=list)
     cost: dict[str, Any] | None = None   # `census --cost` samples (a graphstitch run record)
     errors: dict[str, FrameError] = field(default_factory=dict)
+    spans: dict[str, coverage.FrameSpan | None] = field(default_factory=dict)
 
     def located(self, cid: str) -> StackFrame | None:
         m = self.metrics.get(cid)
@@ -198,9 +199,21 @@ class _Collected:
             return StackFrame(o.first_op.file, o.first_op.line, o.first_op.function) if o and o.first_op else None
         return s.stack[-1] if s and s.stack else None
 
+    @functools.cached_property
+    def reports_by_cid(self) -> dict[str, list[BreakReport]]:
+        out: dict[str, list[BreakReport]] = {}
+        for r in self.reports:
+            out.setdefault(r.compile_id, []).append(r)
+        return out
+
     def span(self, cid: str) -> coverage.FrameSpan | None:
         """What coverage needs of one frame compile (from its metrics): the function, where
         tracing began (def or resume line) and where it stopped in this frame."""
+        if cid not in self.spans:
+            self.spans[cid] = self._span(cid)
+        return self.spans[cid]
+
+    def _span(self, cid: str) -> coverage.FrameSpan | None:
         m = self.metrics.get(cid)
         if m is None or m.function == "?" or m.file == "?":
             return None
@@ -219,11 +232,10 @@ class _Collected:
                 stop = fr.line
                 break
         if stop is None:
-            for r in self.reports:
-                if r.compile_id == cid:
-                    stop = next((fr.line for fr in r.traceback if mine(fr.file, fr.line, fr.function)), None)
-                    if stop is not None:
-                        break
+            for r in self.reports_by_cid.get(cid, []):
+                stop = next((fr.line for fr in r.traceback if mine(fr.file, fr.line, fr.function)), None)
+                if stop is not None:
+                    break
         if stop is None and m.fail_type and m.fail_line and m.fail_file == m.file and lo <= m.fail_line <= hi:
             stop = m.fail_line
         reason = ""
@@ -523,6 +535,7 @@ def build_census(events: Iterable[object], *, target: str | None = None,
     """The census of one run's events. PROJECT_ROOT names files in site identities (see
     ``paths.identity_path``); None keeps them as the trace wrote them."""
     c = Census(target=target, project_root=project_root)
+    coverage.forget()   # source read afresh: a file edited since the last census in this process
     col = _collect(events, c)
     if target is not None:
         c.target = target

@@ -94,12 +94,19 @@ def function_at(file: str, line: int, name: str | None = None) -> Def | None:
     return min(hits, key=lambda d: d.end - d.start, default=None)
 
 
+@functools.lru_cache(maxsize=65536)
 def qualname(file: str, line: int, name: str) -> str:
-    """co_qualname of the function NAME holding FILE:LINE; "" when the source says nothing."""
+    """co_qualname of the function NAME holding FILE:LINE; "" when the source says nothing.
+    Memoized (every break report's stack asks); ``forget`` starts afresh for a new census."""
     if not name or name.startswith("<"):
         return ""
     d = function_at(file, line, name)
     return d.qualname if d is not None else ""
+
+
+def forget() -> None:
+    """Drop memoized names: a file may have been edited since the last census."""
+    qualname.cache_clear()
 
 
 def find_qualname(files: list[str], qual: str) -> tuple[str, Def] | None:
