@@ -130,3 +130,21 @@ def test_gate_says_unknown_for_a_print_added_in_untraced_code(proj):
     assert f"cov_model.py:{at}-{line('END') + 1} in" in r.output
     r = check("--strict")
     assert r.exit_code == 1 and "UNKNOWN" in r.output, r.output
+
+
+def test_fix_reads_untraced_code_from_the_census_across_files():
+    # Block (layers.py) breaks inside TinyClassifier.forward's loop (model.py): the skipped
+    # frame is the outer forward, and `fix` takes its untraced lines (where a later fix
+    # uncovers breaks: progress, not a moved break) from the census's coverage.
+    from graphstitch.fix.trials import untraced_code
+    pkg = Path(__file__).parent / "targets_fix" / "pkgproj"
+    model = pkg / "mypkg" / "model.py"
+    c, code = census_subprocess(f"{pkg}/factories.py:target")
+    assert code == 0, c.error
+    [f] = c.skipped_frames
+    assert (f.file, f.qualname, f.line) == (str(model), "TinyClassifier.forward", marked_line(model, "LOOP"))
+    [u] = c.coverage.untraced
+    assert (u.file, u.function, u.start, u.why) == (str(model), "TinyClassifier.forward",
+                                                    marked_line(model, "ITEM"), "skipped")
+    hidden = untraced_code(c)[str(model)]
+    assert "scale = h.abs().mean().item()  # ITEM" in hidden and "h = blk(h)  # LOOP" not in hidden
