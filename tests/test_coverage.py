@@ -6,6 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
+import jsonschema
 import pytest
 from click.testing import CliRunner
 
@@ -75,6 +76,8 @@ def test_every_report_carries_coverage(tiny):
     data = assert_valid("census", tiny.to_dict())
     assert data["untraced_lines"] == 2 and data["coverage"]["untraced"][0]["start"] == line("LATER")
     doc = sarif([tiny])
+    sarif_schema = json.loads((Path(__file__).parent / "sarif-schema-2.1.0.json").read_text())
+    jsonschema.Draft4Validator(sarif_schema).validate(doc)
     [res] = [r for r in doc["runs"][0]["results"] if r["ruleId"] == UNTRACED_RULE]
     region = res["locations"][0]["physicalLocation"]["region"]
     assert (region["startLine"], region["endLine"]) == (line("LATER"), line("END"))
