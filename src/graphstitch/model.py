@@ -492,11 +492,12 @@ class Census:
             return "No graph breaks." if self.completed else "No graph breaks in this trace."
         n, ev = len(self.sites), self.break_events
         found = f"{n} break site{'s' if n != 1 else ''} ({ev} break event{'s' if ev != 1 else ''})"
-        if self.coverage_note:
-            # The count is a lower bound: say so in the same sentence.
-            found = f"{found} found; {self.coverage_note}"
+        # Untraced code makes the count a lower bound: the same sentence says so.
+        note = f"; {self.coverage_note}" if self.coverage_note else ""
         if self.error is None:
-            return found + "." if n or self.coverage_note else f"{len(self.skipped_frames)} frame(s) skipped by Dynamo."
+            if note:
+                return f"{found} found{note}."
+            return found + "." if n else f"{len(self.skipped_frames)} frame(s) skipped by Dynamo."
         e = self.error
         where = f" at {e.where}" if e.where else ""
         if e.kind is ErrorKind.EXIT:
@@ -508,10 +509,10 @@ class Census:
         else:
             what = f"{e.kind.value}{where}: {e.headline}"
         if n:
-            return f"{found} before the run stopped: {what}."
+            return f"{found} before the run stopped: {what}{note}."
         if not self.graphs:
-            return f"Incomplete, no graph compiled: {what}."
-        return f"Incomplete, no break seen in {self.graph_count} graph(s) before {what}."
+            return f"Incomplete, no graph compiled: {what}{note}."
+        return f"Incomplete, no break seen in {self.graph_count} graph(s) before {what}{note}."
 
     def site(self, sid: SiteId) -> Site | None:
         return next((s for s in self.sites if s.id == sid), None)
