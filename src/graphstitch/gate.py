@@ -17,9 +17,20 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
-from .changes import diff
+from .changes import CensusDiff, diff
 from .jsonio import JSONError, from_json, to_json
-from .model import Census, FrameId, Graph, RecompileCause, Site, SiteId, SkippedFrame, normalize_code
+from .model import (
+    Census,
+    Coverage,
+    FrameId,
+    Graph,
+    RecompileCause,
+    Site,
+    SiteId,
+    SkippedFrame,
+    Untraced,
+    normalize_code,
+)
 from .paths import short_path
 
 BASELINE_FORMAT = 3   # 3: untraced code (coverage) is kept, so a change there is seen
@@ -96,7 +107,9 @@ class BaselineEntry:
                    for e in self.sites],
             skipped_frames=[SkippedFrame(e.id, "?", e.id.path, e.line, e.id.function, e.fail_type, "")
                             for e in self.skipped_frames],
-            recompiles=[RecompileCause(e.reason, e.count) for e in self.recompiles])
+            recompiles=[RecompileCause(e.reason, e.count) for e in self.recompiles],
+            coverage=Coverage(untraced=[Untraced(e.path, e.path, e.function, e.start, e.end, 0, e.why, "",
+                                                 e.fingerprint) for e in self.untraced]))
 
 
 @dataclass
@@ -252,7 +265,7 @@ def compare(target: str, c: Census, base: BaselineEntry | None, *, base_torch: s
                 f"{words} recompiles ({cc.before} -> {cc.after}): {cc.cause.reason}")
         for r in d.gone_causes:
             v.improvements.append(f"recompile cause gone: {r.reason}")
-        _untraced(v, c, base, base_format)
+        _untraced(v, c, d, base_format)
     elif budgets and c.coverage.untraced:   # a budget on a count that misses untraced code
         for u in c.coverage.untraced:
             v.unknowns.append(f"never traced: {_span(u.path, u.start, u.end)} in {u.function} ({u.why}); "
@@ -269,34 +282,23 @@ def _span(path: str, start: int, end: int | None) -> str:
     return f"{path}:{start}" + (f"-{end}" if end is not None and end != start else "")
 
 
-def _untraced(v: Verdict, c: Census, base: BaselineEntry, base_format: int) -> None:
-    """Untraced code against the baseline's: the same stretch (file, function, why) with other
-    text is a change the gate cannot judge; new untraced code likewise; gone is progress."""
+def _untraced(v: Verdict, c: Census, d: CensusDiff, base_format: int) -> None:
+    """Untraced code against the baseline's (``diff``: matched on file, function and why):
+    other text, or code newly untraced, is a change the gate cannot judge; gone is progress."""
     if base_format < 3:
         if c.coverage.untraced:
             v.unknowns.append(f"the baseline (format {base_format}) has no record of untraced code; "
                               f"{c.untraced_lines} line(s) in {c.untraced_functions} function(s) ran untraced now, "
                               "so a change there cannot be judged: re-baseline with --update")
         return
-    key = lambda path, function, why: (path, function, why)
-    old: dict[tuple[str, str, str], list[BaselineUntraced]] = {}
-    for e in base.untraced:
-        old.setdefault(key(e.path, e.function, e.why), []).append(e)
-    new: dict[tuple[str, str, str], list[str]] = {}
-    for u in c.coverage.untraced:
-        new.setdefault(key(u.path, u.function, u.why), []).append(u.fingerprint)
-    for u in c.coverage.untraced:
-        k = key(u.path, u.function, u.why)
-        where = f"{_span(u.path, u.start, u.end)} in {u.function}"
-        if k not in old:
-            v.unknowns.append(f"code newly untraced ({u.why}): {where}; breaks there are not counted")
-        elif u.fingerprint not in {e.fingerprint for e in old[k]} or not u.fingerprint:
-            v.unknowns.append(f"code that Dynamo never traced changed: {where}; a break there is not "
-                              "counted, so this change is not judged")
-    for k, entries in old.items():
-        if k not in new:
-            for e in entries:
-                v.improvements.append(f"now traced: {_span(e.path, e.start, e.end)} in {e.function} (was {e.why})")
+    for u in d.new_untraced:
+        v.unknowns.append(f"code newly untraced ({u.why}): {_span(u.path, u.start, u.end)} in {u.function}; "
+                          "breaks there are not counted")
+    for u in d.changed_untraced:
+        v.unknowns.append(f"code that Dynamo never traced changed: {_span(u.path, u.start, u.end)} in {u.function}; "
+                          "a break there is not counted, so this change is not judged")
+    for u in d.gone_untraced:
+        v.improvements.append(f"now traced: {_span(u.path, u.start, u.end)} in {u.function} (was {u.why})")
 
 
 # ----------------------------------------------------------------------------- in tests
