@@ -151,3 +151,23 @@ def test_fix_reads_untraced_code_from_the_census_across_files():
                                                     marked_line(model, "ITEM"), "skipped")
     hidden = untraced_code(c)[str(model)]
     assert "scale = h.abs().mean().item()  # ITEM" in hidden and "h = blk(h)  # LOOP" not in hidden
+
+
+def test_a_torch_trace_of_the_same_run_gives_the_same_coverage(tiny, tmp_path):
+    # Coverage comes from the structured trace (metrics, break reports, dynamo_error) and the
+    # source: `graphstitch trace` on a TORCH_TRACE log of the model sees what the live census saw.
+    import os
+    import subprocess
+    import sys
+
+    from graphstitch.traces import census_from_trace
+    script = tmp_path / "run.py"
+    script.write_text(f"import sys\nsys.path.insert(0, {str(MODEL.parent)!r})\nimport torch, cov_model\n"
+                      "m, args, kw = cov_model.target()\nwith torch.no_grad():\n"
+                      "    torch.compile(m, backend='eager')(*args)\n")
+    env = {**os.environ, "TORCH_TRACE": str(tmp_path / "trace")}
+    subprocess.run([sys.executable, str(script)], env=env, check=True, capture_output=True, timeout=600)
+    t = census_from_trace(str(tmp_path / "trace"))
+    key = lambda c: ([(u.file, u.function, u.start, u.end, u.lines, u.why) for u in c.coverage.untraced],
+                     [(f.qualname, f.resumed_at, f.line, f.start, f.end) for f in c.skipped_frames])
+    assert key(t) == key(tiny) and t.summary == tiny.summary
