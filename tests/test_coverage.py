@@ -171,3 +171,18 @@ def test_a_torch_trace_of_the_same_run_gives_the_same_coverage(tiny, tmp_path):
     key = lambda c: ([(u.file, u.function, u.start, u.end, u.lines, u.why) for u in c.coverage.untraced],
                      [(f.qualname, f.resumed_at, f.line, f.start, f.end) for f in c.skipped_frames])
     assert key(t) == key(tiny) and t.summary == tiny.summary
+
+
+def test_terminal_names_the_skipped_frame_and_the_untraced_code(tiny):
+    from rich.console import Console
+
+    from graphstitch.render import terminal
+    con = Console(record=True, width=120, highlight=False, color_system=None, force_terminal=False)
+    terminal.census(tiny, con)
+    out = con.export_text()
+    assert (f"TinyClassifier.forward (resumed after line {line('FIRST')}) "
+            f"tests/targets_coverage/cov_model.py:{line('FIRST')}-{line('END')} · tracing stopped at line "
+            f"{line('LOOP')}") in out.replace(str(MODEL.parent.parent.parent) + "/", "")
+    assert "Never traced (ran eagerly; breaks there are not counted)" in out
+    assert f"cov_model.py:{line('LATER')}-{line('END')} · 2 lines · skipped" in out
+    assert f"cov_model.py:{line('PRINT')} in Block.forward" in out and tiny.summary in " ".join(out.split())
