@@ -213,7 +213,7 @@ def test_a_graphstitch_0_1_baseline_still_gates(proj):
     r = check()
     assert r.exit_code == 0, r.output
     assert check("--update").exit_code == 0
-    assert json.loads((proj / "base.json").read_text())["format"] == 2
+    assert json.loads((proj / "base.json").read_text())["format"] == 3   # untraced code kept since 3
 
 
 def test_a_baseline_with_a_wrong_type_is_one_line_exit_2(proj):

@@ -15,7 +15,7 @@ from typing import Any
 
 from .analysis import gb_registry
 from .model import Advice, Census, NextStep, RecompileCause, Site
-from .paths import is_library
+from .paths import is_internal, is_library
 
 # Strategy families, in the words the advice shows.
 STRATEGIES = {
@@ -170,17 +170,28 @@ PLAYBOOKS: dict[str, dict[str, Any]] = {
 }
 
 
+def _loop_at(site: Site) -> str:
+    """Where the loop is when the break is in a function it calls: the calling line in the
+    frame Dynamo skipped (``nesting_depth`` frames up from the break)."""
+    user = [fr for fr in site.stack if not is_internal(fr.file)]
+    if site.nesting_depth < 2 or len(user) < site.nesting_depth:
+        return ""
+    fr = user[-site.nesting_depth]
+    code = f": `{fr.code.strip()}`" if fr.code.strip() else ""
+    return f" (the loop is in {fr.name}() at {os.path.basename(fr.file)}:{fr.line}{code})"
+
+
 def _where(site: Site) -> str:
     """The user's own function and line: a site inside a library (logging, a package) is
     named by the innermost frame of the user's code that called into it."""
-    here = f"{site.function}() at {os.path.basename(site.file)}:{site.line}"
+    here = f"{site.name}() at {os.path.basename(site.file)}:{site.line}"
     if not is_library(site.file):
         return here
     mine = [fr for fr in site.stack if not is_library(fr.file)]
     if not mine:
         return here
     fr = mine[-1]
-    return f"{fr.function}() at {os.path.basename(fr.file)}:{fr.line} (inside {here})"
+    return f"{fr.name}() at {os.path.basename(fr.file)}:{fr.line} (inside {here})"
 
 
 def advice_for(site: Site) -> list[Advice]:
@@ -205,8 +216,9 @@ def advice_for(site: Site) -> list[Advice]:
     if site.frame_skipped and gid != "GB7000":
         # Only a GB7000 in the chain says "loop"; a frame can be skipped for other reasons.
         if "GB7000" in site.gb_chain:
-            out.insert(0, Advice("rewrite", f"In {where}: this break is inside a loop, so the whole frame ran "
-                                            "eager; fixing it (or moving it out of the loop) matters most.",
+            out.insert(0, Advice("rewrite", f"In {where}: this break is inside a loop{_loop_at(site)}, so the "
+                                            "whole frame ran eager; fixing it (or moving it out of the loop) "
+                                            "matters most.",
                                  PLAYBOOKS["GB7000"]["cause"], curated=True))
         else:
             out.insert(0, Advice("rewrite", f"In {where}: Dynamo skipped the whole frame at this break, so it "
@@ -283,11 +295,11 @@ def next_step_for(site: Site, target: str | None) -> NextStep:
     """One recommended action and the command that proves it (`graphstitch fix` verifies it)."""
     book = PLAYBOOKS.get(site.gb_id)
     owner = site.owner
-    at = (f"{owner.owner.function}() at {os.path.basename(owner.owner.file)}:{owner.owner.line}"
-          if owner is not None else f"{site.function}() at {os.path.basename(site.file)}:{site.line}")
+    at = (f"{owner.owner.name}() at {os.path.basename(owner.owner.file)}:{owner.owner.line}"
+          if owner is not None else f"{site.name}() at {os.path.basename(site.file)}:{site.line}")
     fam = strategy_for(site.gb_id)
     if site.frame_skipped and site.gb_id != "GB7000":
-        action = f"Fix this break first in {at}: it is in a loop, so its whole frame runs eager"
+        action = f"Fix this break first in {at}: it is in a loop{_loop_at(site)}, so its whole frame runs eager"
     elif site.gb_id in NEXT:
         action = f"In {at}: {NEXT[site.gb_id]}"
     elif book is not None:

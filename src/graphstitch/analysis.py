@@ -17,13 +17,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import costs, owners, paths
+from . import costs, coverage, owners, paths
 from .jsonio import to_json
 from .model import (
     LOOP_GB,
     UNKNOWN_GB,
     Census,
     Checks,
+    Coverage,
     ErrorInfo,
     ErrorKind,
     FrameCompile,
@@ -184,6 +185,7 @@ class _Collected:
     recompiles: list[RecompileReasons] = field(default_factory=list)
     cost: dict[str, Any] | None = None   # `census --cost` samples (a graphstitch run record)
     errors: dict[str, FrameError] = field(default_factory=dict)
+    spans: dict[str, coverage.FrameSpan | None] = field(default_factory=dict)
 
     def located(self, cid: str) -> StackFrame | None:
         m = self.metrics.get(cid)
@@ -196,6 +198,53 @@ class _Collected:
             o = self.output.get(cid)
             return StackFrame(o.first_op.file, o.first_op.line, o.first_op.function) if o and o.first_op else None
         return s.stack[-1] if s and s.stack else None
+
+    @functools.cached_property
+    def reports_by_cid(self) -> dict[str, list[BreakReport]]:
+        out: dict[str, list[BreakReport]] = {}
+        for r in self.reports:
+            out.setdefault(r.compile_id, []).append(r)
+        return out
+
+    def span(self, cid: str) -> coverage.FrameSpan | None:
+        """What coverage needs of one frame compile (from its metrics): the function, where
+        tracing began (def or resume line) and where it stopped in this frame."""
+        if cid not in self.spans:
+            self.spans[cid] = self._span(cid)
+        return self.spans[cid]
+
+    def _span(self, cid: str) -> coverage.FrameSpan | None:
+        m = self.metrics.get(cid)
+        if m is None or m.function == "?" or m.file == "?":
+            return None
+        name = original_name(m.function)
+        at = _RESUME_AT_RE.match(m.function)
+        resumed = int(at.group(2)) if at else None
+        d = coverage.function_at(m.file, m.line, name)
+        lo, hi = (d.start, d.end) if d else (m.line, m.line)
+
+        def mine(file: str, line: int, fn: str) -> bool:
+            return file == m.file and lo <= line <= hi and original_name(fn) in (name, "?")
+        stop = None
+        err = self.errors.get(cid)
+        for fr in (err.frames if err else []):   # "from user code" starts at the compiled frame
+            if mine(fr.file, fr.line, fr.function):
+                stop = fr.line
+                break
+        if stop is None:
+            for r in self.reports_by_cid.get(cid, []):
+                stop = next((fr.line for fr in r.traceback if mine(fr.file, fr.line, fr.function)), None)
+                if stop is not None:
+                    break
+        if stop is None and m.fail_type and m.fail_line and m.fail_file == m.file and lo <= m.fail_line <= hi:
+            stop = m.fail_line
+        reason = ""
+        if m.fail_type:
+            first = (m.fail_reason or "").strip().splitlines()
+            where = f" (resumed after line {resumed})" if resumed is not None else ""
+            reason = (f"Dynamo skipped {d.qualname if d else name}{where} at line {stop or m.line}"
+                      f"{': ' + first[0] if first else ''}; the rest of it ran eagerly")
+        return coverage.FrameSpan(cid, m.file, name, m.line, resumed, stop, bool(m.fail_type), reason)
 
     @functools.cached_property
     def stack_ends_at_caller(self) -> bool:
@@ -282,7 +331,7 @@ def _graphs(col: _Collected) -> list[Graph]:
                          b.op_count if b else (m.graph_op_count if m else None), ops,
                          list(o.collectives) if o else
                          [op for op in ops if op.split(".")[0] in COLLECTIVE_NAMESPACES],
-                         col.schedules.get(cid)))
+                         col.schedules.get(cid), _qualname(fr)))
     return out
 
 
@@ -303,7 +352,7 @@ def _sites(col: _Collected, root: str | None) -> list[Site]:
     failed = {cid for cid, m in col.metrics.items() if m.fail_type}
     sites: dict[tuple[str, str, int], Site] = {}
     for r in col.reports:
-        r.traceback = user_stack(r.traceback)
+        r.traceback = _with_calling_lines(user_stack(r.traceback), col.errors.get(r.compile_id))
         at = _site_frame(r, col)
         gb_id, entry = gb_info(r.gb_ids[0] if r.gb_ids else None, r.gb_type)
         skipped = LOOP_GB in r.gb_ids or r.compile_id in failed
@@ -318,8 +367,9 @@ def _sites(col: _Collected, root: str | None) -> list[Site]:
                 events=1, nesting_depth=depth, frame_skipped=skipped,
                 explanation=r.explanation or entry.get("Explanation", ""),
                 hints=r.hints or list(entry.get("Hints", [])),
-                stack=[StackEntry(fr.file, fr.line, fr.function, fr.code) for fr in r.traceback],
-                compile_ids=[r.compile_id], gb_chain=r.gb_ids or [gb_id])
+                stack=[StackEntry(fr.file, fr.line, fr.function, fr.code, _qualname(fr)) for fr in r.traceback],
+                compile_ids=[r.compile_id], gb_chain=r.gb_ids or [gb_id],
+                qualname=coverage.qualname(at.file, at.line, function))
         else:
             s.events += 1
             s.nesting_depth = max(s.nesting_depth, depth)
@@ -374,6 +424,32 @@ def _inferred_sites(col: _Collected, root: str | None) -> list[Site]:
             hints=list(entry.get("Hints", [])), compile_ids=sorted(cids, key=compile_order), gb_chain=[gb_id],
             approximate=True))
     return sorted(sites, key=lambda s: (s.file, s.line))
+
+
+def _qualname(fr: StackFrame) -> str:
+    return coverage.qualname(fr.file, fr.line, original_name(fr.function))
+
+
+def _with_calling_lines(tb: list[StackFrame], err: FrameError | None) -> list[StackFrame]:
+    """A break in a loop reports the stack of the inner exception: the calling line in the
+    compiled frame (``h = blk(h)``) is missing. The failed compile's "from user code" frames
+    (its ``dynamo_error``) have it: each one the traceback lacks goes in before the next one
+    it has, so the stack reads from the compiled frame down to the break."""
+    if err is None or not err.frames:
+        return tb
+    out = list(tb)
+    have = {(fr.file, fr.line) for fr in out}
+    missing: list[StackFrame] = []
+    for fr in err.frames:
+        if (fr.file, fr.line) not in have:
+            missing.append(fr)
+            continue
+        if missing:
+            at = next(i for i, x in enumerate(out) if (x.file, x.line) == (fr.file, fr.line))
+            out[at:at] = [StackFrame(m.file, m.line, m.function, m.code) for m in missing]
+            have.update((m.file, m.line) for m in missing)
+            missing = []
+    return out
 
 
 def _anchor(code: str, line: int) -> str:
@@ -431,17 +507,21 @@ def _frames(col: _Collected, root: str | None) -> tuple[list[FrameCompile], list
         frames.append(FrameCompile(cid, fr.file, fr.line, fr.function,
                                    round(m.compile_seconds or 0.0, 6) if m else 0.0,
                                    m.guard_count if m else None, cid in col.graph_order,
-                                   m.fail_type if m else None))
+                                   m.fail_type if m else None, _qualname(fr)))
         if m and m.fail_type:
             reason = (m.fail_reason or "").strip().splitlines()
             fn = original_name(fr.function)
-            # The failing line, not the def line: the innermost "from user code" frame in this
-            # frame's file, else the metrics' failing frame when it is in this file.
-            err = col.errors.get(cid)
-            in_file = [n for f, n in (err.user_frames if err else []) if f == fr.file]
-            line = in_file[-1] if in_file else m.fail_line if m.fail_line and m.fail_file == fr.file else fr.line
+            span = col.span(cid)
+            d = coverage.function_at(fr.file, fr.line, fn)
+            # Where tracing stopped in this frame (the calling line of a callee that broke in
+            # a loop), not the callee's line; else the metrics' failing frame in this file.
+            line = span.stop if span is not None and span.stop is not None else (
+                m.fail_line if m.fail_line and m.fail_file == fr.file else fr.line)
             skipped.append(SkippedFrame(FrameId(paths.identity_path(fr.file, root), fn), cid, fr.file, line,
-                                        fn, m.fail_type, reason[0] if reason else ""))
+                                        fn, m.fail_type, reason[0] if reason else "",
+                                        d.qualname if d else "", span.resumed_at if span else None,
+                                        (span.resumed_at or d.start) if d and span else None,
+                                        d.end if d else None))
     seen: Counter[FrameId] = Counter()
     for sf in sorted(skipped, key=lambda s: s.line):
         seen[sf.id] += 1
@@ -455,6 +535,7 @@ def build_census(events: Iterable[object], *, target: str | None = None,
     """The census of one run's events. PROJECT_ROOT names files in site identities (see
     ``paths.identity_path``); None keeps them as the trace wrote them."""
     c = Census(target=target, project_root=project_root)
+    coverage.forget()   # source read afresh: a file edited since the last census in this process
     col = _collect(events, c)
     if target is not None:
         c.target = target
@@ -462,9 +543,33 @@ def build_census(events: Iterable[object], *, target: str | None = None,
     c.sites = _sites(col, project_root) if col.reports else _inferred_sites(col, project_root)
     c.recompiles = _recompile_causes(col)
     c.frames, c.skipped_frames = _frames(col, project_root)
+    c.coverage = _coverage(col, project_root)
     _verify_capture(c, col)
     costs.attach(c, col.cost)
     return c
+
+
+_DISABLED_GB = "GB0098"   # "Skip calling torch.compiler.disable()d function"
+_FUNCTION_REPR_RE = re.compile(r"<(?:function|bound method) ([^\s>]+)")
+
+
+def _coverage(col: _Collected, root: str | None) -> Coverage:
+    """Coverage (README "Definitions"): per frame compile, the lines traced and, where the
+    compile failed, the rest of the frame that ran eagerly; plus every function Dynamo
+    refused to trace because it is under torch.compiler.disable (its repr names it)."""
+    spans = [sp for cid in sorted(col.metrics, key=compile_order) if (sp := col.span(cid)) is not None]
+    disabled = []
+    for r in col.reports:
+        if not r.gb_ids or r.gb_ids[0] != _DISABLED_GB:
+            continue
+        m = _FUNCTION_REPR_RE.search(r.explanation) or _FUNCTION_REPR_RE.search(r.reason)
+        if m is None:
+            continue
+        at = _site_frame(r, col)
+        look = [at.file, *(fr.file for fr in reversed(r.traceback)), *(x.file for x in col.metrics.values())]
+        disabled.append(coverage.DisabledCall(m.group(1), at.file, at.line, r.compile_id,
+                                              [f for f in dict.fromkeys(look) if not paths.is_internal(f)]))
+    return coverage.build(spans, disabled, root)
 
 
 def _verify_capture(c: Census, col: _Collected) -> None:

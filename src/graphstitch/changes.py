@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 
-from .model import Census, Graph, RecompileCause, Site, SiteId, SkippedFrame
+from .model import Census, Graph, RecompileCause, Site, SiteId, SkippedFrame, Untraced
 
 
 @dataclass
@@ -50,6 +50,16 @@ class CensusDiff:
     # index into the collectives Inductor's compiled graphs run (its schedule), graph by graph;
     # None also when neither census has a schedule
     first_schedule_difference: int | None = None
+    # Code that ran untraced (coverage), matched on (path, function, why): a break there is
+    # never reported, so these are what nobody can judge, not regressions.
+    new_untraced: list[Untraced] = field(default_factory=list)       # untraced in after only
+    changed_untraced: list[Untraced] = field(default_factory=list)   # untraced in both, other code text
+    gone_untraced: list[Untraced] = field(default_factory=list)      # traced now (or gone)
+
+    @property
+    def unknowns(self) -> bool:
+        """Code nobody traced changed or appeared: the gate says "unknown"."""
+        return bool(self.new_untraced or self.changed_untraced)
 
     @property
     def regressions(self) -> bool:
@@ -64,7 +74,8 @@ class CensusDiff:
         return not (self.new_sites or self.gone_sites or self.site_events or self.new_skipped
                     or self.gone_skipped or self.new_causes or self.gone_causes or self.cause_counts
                     or self.first_graph_difference is not None or self.first_collective_difference is not None
-                    or self.first_schedule_difference is not None)
+                    or self.first_schedule_difference is not None
+                    or self.new_untraced or self.changed_untraced or self.gone_untraced)
 
 
 def site_key(match_gb: bool) -> Callable[[Site], Hashable]:
@@ -102,7 +113,21 @@ def diff(before: Census, after: Census, *, match_gb: bool = True) -> CensusDiff:
                                                  [_graph_sig(g) for g in after.graphs])
     d.first_collective_difference = _first_difference(collective_sequence(before), collective_sequence(after))
     d.first_schedule_difference = _first_difference(schedule_sequence(before), schedule_sequence(after))
+    d.new_untraced, d.changed_untraced, d.gone_untraced = _untraced(before, after)
     return d
+
+
+def _untraced(before: Census, after: Census) -> tuple[list[Untraced], list[Untraced], list[Untraced]]:
+    key = lambda u: (u.path, u.function, u.why)
+    old: dict[tuple[str, str, str], set[str]] = {}
+    for u in before.coverage.untraced:
+        old.setdefault(key(u), set()).add(u.fingerprint)
+    now = {key(u) for u in after.coverage.untraced}
+    new = [u for u in after.coverage.untraced if key(u) not in old]
+    # No fingerprint (the source was not readable): a change cannot be ruled out.
+    changed = [u for u in after.coverage.untraced if key(u) in old and (not u.fingerprint or u.fingerprint not in old[key(u)])]
+    gone = [u for u in before.coverage.untraced if key(u) not in now]
+    return new, changed, gone
 
 
 def collective_sequence(c: Census) -> list[str]:

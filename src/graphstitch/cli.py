@@ -274,7 +274,9 @@ CHECK_EXIT_HELP = """\b
 Exit codes:
   0  no regression (or the baseline was written with --update)
   1  regression: a new break site, more events of a site, more graphs, a new skipped
-     frame, a new recompile cause, or a budget exceeded
+     frame, a new recompile cause, or a budget exceeded; with --strict also "unknown":
+     code that ran untraced (Dynamo never saw it, so a break there is not counted)
+     changed or is new
   2  usage error, bad target, or a missing/unreadable/corrupt baseline (never rewritten
      without --update)
   3  a target failed while running (the baseline is not written)
@@ -289,22 +291,28 @@ Exit codes:
 @click.option("--max-breaks", type=click.IntRange(min=0), default=None, help="Budget: at most N break sites per target.")
 @click.option("--max-graphs", type=click.IntRange(min=0), default=None, help="Budget: at most N graphs per target.")
 @click.option("--max-recompiles", type=click.IntRange(min=0), default=None, help="Budget: at most N recompiles per target.")
+@click.option("--strict", is_flag=True,
+              help="Fail (exit 1) on 'unknown' too: code Dynamo never traced changed or is new, so the gate "
+                   "cannot tell whether it breaks.")
 @project_option
 @target_options
 @ci_options
 def check(targets: tuple[str, ...], baseline_path: str | None, update: bool, max_breaks: int | None,
-          max_graphs: int | None, max_recompiles: int | None, sarif_path: str | None, markdown_path: str | None,
-          html_path: str | None, **run_opts: Any) -> None:
+          max_graphs: int | None, max_recompiles: int | None, strict: bool, sarif_path: str | None,
+          markdown_path: str | None, html_path: str | None, **run_opts: Any) -> None:
     """Fail when TARGETs got worse than the baseline or over budget (a CI gate).
 
     Sites are matched on their identity (GB id + file relative to the project + function +
     the text of the source line), so an edit above a site does not fail the gate, and a
     baseline made in one checkout works in another. Fewer breaks pass and suggest --update
     to ratchet. Budgets also come from [tool.graphstitch] in pyproject.toml (max-breaks,
-    max-graphs, max-recompiles); command-line values win.
+    max-graphs, max-recompiles); command-line values win. Code that ran without Dynamo
+    tracing it (the rest of a skipped frame, a torch.compiler.disable function) is kept in
+    the baseline by its text: a change there is "unknown", not "ok" (--strict fails on it).
     """
     from .files import WriteRefused, atomic_write
     from .gate import (
+        BASELINE_FORMAT,
         Baseline,
         BaselineEntry,
         BaselineError,
@@ -368,16 +376,21 @@ def check(targets: tuple[str, ...], baseline_path: str | None, update: bool, max
             out.print(f"[green]baseline updated[/] {spec}: {len(c.sites)} break sites, "
                       f"{c.graph_count} graphs, {c.recompile_count} recompiles")
     results = [compare(spec, c, None if update or base is None else base.targets[key],
-                       base_torch=None if base is None else base.torch_version, budgets=budgets)
+                       base_torch=None if base is None else base.torch_version, budgets=budgets,
+                       base_format=BASELINE_FORMAT if base is None else base.format)
                for spec, key, c in zip(targets, keys, censuses)]
     terminal.verdicts(results, out, err_console)
     notes = {v.target: [*(f"warning: {w}" for w in v.warnings), *(f"regression: {r}" for r in v.regressions),
-                        *(f"improved: {i}" for i in v.improvements)] for v in results}
+                        *(f"unknown: {u}" for u in v.unknowns), *(f"improved: {i}" for i in v.improvements)]
+             for v in results}
     write_ci_reports(censuses, sarif_path, markdown_path, notes)
     if any(v.improvements for v in results) and all(v.ok for v in results) and not update:
         out.print(f"Improved. Ratchet the baseline: graphstitch check {' '.join(targets)} "
                   f"--baseline {baseline_path} --update")
-    if not all(v.ok for v in results):
+    if any(v.unknowns for v in results) and not update:
+        out.print("Unknown: code that ran untraced changed; the gate cannot judge it"
+                  + (" (--strict: failing)." if strict else " (--strict fails on this)."))
+    if not all(v.ok for v in results) or strict and not update and any(v.unknowns for v in results):
         sys.exit(EXIT_FAIL)
 
 

@@ -17,12 +17,23 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
-from .changes import diff
+from .changes import CensusDiff, diff
 from .jsonio import JSONError, from_json, to_json
-from .model import Census, FrameId, Graph, RecompileCause, Site, SiteId, SkippedFrame, normalize_code
+from .model import (
+    Census,
+    Coverage,
+    FrameId,
+    Graph,
+    RecompileCause,
+    Site,
+    SiteId,
+    SkippedFrame,
+    Untraced,
+    normalize_code,
+)
 from .paths import short_path
 
-BASELINE_FORMAT = 2
+BASELINE_FORMAT = 3   # 3: untraced code (coverage) is kept, so a change there is seen
 BUDGET_KEYS = ("max_breaks", "max_graphs", "max_recompiles")
 
 
@@ -48,6 +59,18 @@ class BaselineFrame:
 
 
 @dataclass
+class BaselineUntraced:
+    """Code that ran untraced when the baseline was made, and a hash of its text: the gate
+    cannot see a break there, but it can see that the code changed."""
+    path: str
+    function: str
+    start: int                # shown in messages; matching is on path + function + why
+    end: int | None
+    why: str
+    fingerprint: str
+
+
+@dataclass
 class BaselineCause:
     reason: str
     count: int
@@ -60,6 +83,7 @@ class BaselineEntry:
     sites: list[BaselineSite] = field(default_factory=list)
     skipped_frames: list[BaselineFrame] = field(default_factory=list)
     recompiles: list[BaselineCause] = field(default_factory=list)
+    untraced: list[BaselineUntraced] = field(default_factory=list)
 
     @classmethod
     def of(cls, c: Census) -> BaselineEntry:
@@ -70,7 +94,9 @@ class BaselineEntry:
                          key=lambda e: (e.id.path, e.line, e.id.gb_id)),
             skipped_frames=sorted((BaselineFrame(f.id, f.line, f.fail_type) for f in c.skipped_frames),
                                   key=lambda e: (e.id.path, e.line)),
-            recompiles=sorted((BaselineCause(r.reason, r.count) for r in c.recompiles), key=lambda e: e.reason))
+            recompiles=sorted((BaselineCause(r.reason, r.count) for r in c.recompiles), key=lambda e: e.reason),
+            untraced=[BaselineUntraced(u.path, u.function, u.start, u.end, u.why, u.fingerprint)
+                      for u in c.coverage.untraced])
 
     def census(self, target: str) -> Census:
         """The baseline as a Census, for ``diff``: only what the gate compares is there."""
@@ -81,7 +107,9 @@ class BaselineEntry:
                    for e in self.sites],
             skipped_frames=[SkippedFrame(e.id, "?", e.id.path, e.line, e.id.function, e.fail_type, "")
                             for e in self.skipped_frames],
-            recompiles=[RecompileCause(e.reason, e.count) for e in self.recompiles])
+            recompiles=[RecompileCause(e.reason, e.count) for e in self.recompiles],
+            coverage=Coverage(untraced=[Untraced(e.path, e.path, e.function, e.start, e.end, 0, e.why, "",
+                                                 e.fingerprint) for e in self.untraced]))
 
 
 @dataclass
@@ -103,7 +131,7 @@ def load_baseline(path: str | os.PathLike[str]) -> Baseline:
         data = json.loads(text)
     except (ValueError, RecursionError) as e:
         raise BaselineError(f"baseline {path} is not valid JSON ({e}); fix it or recreate it with --update") from None
-    if not isinstance(data, dict) or data.get("format") not in (1, BASELINE_FORMAT):
+    if not isinstance(data, dict) or data.get("format") not in (1, 2, BASELINE_FORMAT):
         raise BaselineError(f"baseline {path} is not a graphstitch baseline (format {BASELINE_FORMAT}); "
                             "recreate it with --update")
     try:
@@ -182,10 +210,17 @@ class Verdict:
     regressions: list[str] = field(default_factory=list)
     improvements: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # What the gate cannot judge: code that ran untraced changed (a break there is never
+    # reported). Not "ok": `check` says "unknown", and fails with --strict.
+    unknowns: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return not self.regressions
+
+    @property
+    def status(self) -> str:
+        return "fail" if self.regressions else "unknown" if self.unknowns else "ok"
 
 
 def _at(path: str, line: int) -> str:
@@ -193,7 +228,7 @@ def _at(path: str, line: int) -> str:
 
 
 def compare(target: str, c: Census, base: BaselineEntry | None, *, base_torch: str | None = None,
-            budgets: dict[str, int] | None = None) -> Verdict:
+            budgets: dict[str, int] | None = None, base_format: int = BASELINE_FORMAT) -> Verdict:
     """Regressions (new or grown sites, more graphs, new skipped frames, new or grown
     recompile causes, budgets exceeded) and improvements of ``c`` against a baseline entry."""
     v = Verdict(target)
@@ -230,12 +265,40 @@ def compare(target: str, c: Census, base: BaselineEntry | None, *, base_torch: s
                 f"{words} recompiles ({cc.before} -> {cc.after}): {cc.cause.reason}")
         for r in d.gone_causes:
             v.improvements.append(f"recompile cause gone: {r.reason}")
+        _untraced(v, c, d, base_format)
+    elif budgets and c.coverage.untraced:   # a budget on a count that misses untraced code
+        for u in c.coverage.untraced:
+            v.unknowns.append(f"never traced: {_span(u.path, u.start, u.end)} in {u.function} ({u.why}); "
+                              "breaks there are not counted")
     for name, value, limit in (("break sites", len(c.sites), (budgets or {}).get("max_breaks")),
                                ("graphs", c.graph_count, (budgets or {}).get("max_graphs")),
                                ("recompiles", c.recompile_count, (budgets or {}).get("max_recompiles"))):
         if limit is not None and value > limit:
             v.regressions.append(f"{name}: {value} over budget {limit}")
     return v
+
+
+def _span(path: str, start: int, end: int | None) -> str:
+    return f"{path}:{start}" + (f"-{end}" if end is not None and end != start else "")
+
+
+def _untraced(v: Verdict, c: Census, d: CensusDiff, base_format: int) -> None:
+    """Untraced code against the baseline's (``diff``: matched on file, function and why):
+    other text, or code newly untraced, is a change the gate cannot judge; gone is progress."""
+    if base_format < 3:
+        if c.coverage.untraced:
+            v.unknowns.append(f"the baseline (format {base_format}) has no record of untraced code; "
+                              f"{c.untraced_lines} line(s) in {c.untraced_functions} function(s) ran untraced now, "
+                              "so a change there cannot be judged: re-baseline with --update")
+        return
+    for u in d.new_untraced:
+        v.unknowns.append(f"code newly untraced ({u.why}): {_span(u.path, u.start, u.end)} in {u.function}; "
+                          "breaks there are not counted")
+    for u in d.changed_untraced:
+        v.unknowns.append(f"code that Dynamo never traced changed: {_span(u.path, u.start, u.end)} in {u.function}; "
+                          "a break there is not counted, so this change is not judged")
+    for u in d.gone_untraced:
+        v.improvements.append(f"now traced: {_span(u.path, u.start, u.end)} in {u.function} (was {u.why})")
 
 
 # ----------------------------------------------------------------------------- in tests

@@ -119,6 +119,11 @@ class StackEntry:
     line: int
     function: str
     code: str = ""
+    qualname: str = ""        # co_qualname read from the source (Class.method); "" when not found
+
+    @property
+    def name(self) -> str:
+        return self.qualname or self.function
 
 
 @dataclass
@@ -143,6 +148,7 @@ class Graph:
     # The order Inductor's compiled code runs its collectives in (its `inductor_collective_schedule`
     # artifact; None when the log has none for this graph, e.g. another backend).
     schedule: list[str] | None = None
+    qualname: str = ""        # the frame's function as co_qualname (Class.method), "" when not found
 
 
 @dataclass
@@ -180,6 +186,11 @@ class Site:
     approximate: bool = False
     routes: list[Route] = field(default_factory=list)      # owner frames reaching this root cause, most events first
     next_step: NextStep | None = None
+    qualname: str = ""        # function as co_qualname (Class.method); `function` stays the identity's name
+
+    @property
+    def name(self) -> str:
+        return self.qualname or self.function
 
     @property
     def location(self) -> str:
@@ -208,10 +219,18 @@ class SkippedFrame:
     id: FrameId
     compile_id: str
     file: str
-    line: int
+    line: int                 # where tracing of this frame stopped (in this frame, not in a callee)
     function: str
     fail_type: str
     reason: str
+    qualname: str = ""        # the function that ran eagerly, as co_qualname (Class.method)
+    resumed_at: int | None = None   # a resume function: the line after which Dynamo resumed the frame
+    start: int | None = None        # the frame's code: resume point (or def) ...
+    end: int | None = None          # ... to the function's last line (None: source not here)
+
+    @property
+    def name(self) -> str:
+        return self.qualname or self.function
 
 
 @dataclass
@@ -224,6 +243,7 @@ class FrameCompile:
     guard_count: int | None
     graph: bool
     fail_type: str | None
+    qualname: str = ""        # original function as co_qualname (a resume function: the function it resumes)
 
 
 @dataclass
@@ -317,6 +337,65 @@ class Cost:
     regions: list[Region] = field(default_factory=list)      # the timeline of one pass, medians
 
 
+@dataclass
+class LineSpan:
+    start: int
+    end: int                  # inclusive
+
+
+@dataclass
+class Untraced:
+    """Code that ran eagerly without Dynamo tracing it: a break there is never reported, so
+    the census cannot count it. ``why``: ``skipped`` (the rest of a frame Dynamo gave up on,
+    e.g. after a break in a loop) or ``disabled`` (a function under torch.compiler.disable)."""
+    file: str
+    path: str                 # identity path (as in SiteId)
+    function: str             # co_qualname
+    start: int
+    end: int | None           # None: the source is not on this machine (extent unknown)
+    lines: int                # code lines in it (blank and comment-only lines not counted)
+    why: str
+    reason: str               # one line: what Dynamo did and where
+    fingerprint: str = ""     # hash of its code text: the gate sees a change there
+    compile_id: str | None = None
+
+    @property
+    def where(self) -> str:
+        return f"{self.start}-{self.end}" if self.end is not None and self.end != self.start else str(self.start)
+
+
+@dataclass
+class FunctionCoverage:
+    """One user function Dynamo met: the lines it traced and those that ran eagerly untraced."""
+    file: str
+    function: str             # co_qualname
+    first_line: int
+    last_line: int | None
+    traced: list[LineSpan] = field(default_factory=list)
+    untraced: list[LineSpan] = field(default_factory=list)
+    compile_ids: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Coverage:
+    """What Dynamo traced (README "Definitions": coverage). ``untraced`` lists each stretch of
+    code that ran without being traced; ``functions`` each user function met, with its spans."""
+    functions: list[FunctionCoverage] = field(default_factory=list)
+    untraced: list[Untraced] = field(default_factory=list)
+
+    @property
+    def lines(self) -> int:
+        return sum(u.lines for u in self.untraced)
+
+    @property
+    def function_count(self) -> int:
+        return len({(u.file, u.function) for u in self.untraced})
+
+    @property
+    def extent_known(self) -> bool:
+        return all(u.end is not None for u in self.untraced)
+
+
 # ----------------------------------------------------------------------------- census
 
 @dataclass
@@ -346,10 +425,11 @@ class Census:
     project: str | None = None       # where "your code" is (owner frames); None: project_root
     semantics: str = "default"       # "default" or "fullgraph" (what a fullgraph=True compile would fail on)
     cost: Cost | None = None         # `census --cost`
+    coverage: Coverage = field(default_factory=Coverage)   # code Dynamo traced, and code it never did
 
     __computed__: ClassVar[tuple[str, ...]] = (
         "schema", "graphstitch_version", "graph_count", "break_site_count", "break_events",
-        "recompile_count", "compile_seconds", "clean", "summary")
+        "recompile_count", "compile_seconds", "untraced_lines", "untraced_functions", "clean", "summary")
 
     @property
     def schema(self) -> str:
@@ -380,10 +460,30 @@ class Census:
         return round(sum(f.compile_seconds for f in self.frames), 6)
 
     @property
+    def untraced_lines(self) -> int:
+        return self.coverage.lines
+
+    @property
+    def untraced_functions(self) -> int:
+        return self.coverage.function_count
+
+    @property
     def clean(self) -> bool:
         """"No graph breaks." is known: no site, the run completed (or the trace is someone
-        else's whole run), and nothing went wrong, capture included."""
-        return not self.sites and not self.skipped_frames and self.error is None and self.completed is not False
+        else's whole run), nothing went wrong, capture included, and Dynamo traced all the code
+        that ran (a break in untraced code is never reported)."""
+        return (not self.sites and not self.skipped_frames and not self.coverage.untraced and self.error is None
+                and self.completed is not False)
+
+    @property
+    def coverage_note(self) -> str:
+        """"M lines in F functions were never traced (breaks there are not counted)", or ""."""
+        if not self.coverage.untraced:
+            return ""
+        n, f = self.untraced_lines, self.untraced_functions
+        lines = f"{'at least ' if not self.coverage.extent_known else ''}{n} line{'s' if n != 1 else ''}"
+        return (f"{lines} in {f} function{'s' if f != 1 else ''} {'was' if n == 1 else 'were'} never traced "
+                "(breaks there are not counted)")
 
     @property
     def summary(self) -> str:
@@ -392,7 +492,11 @@ class Census:
             return "No graph breaks." if self.completed else "No graph breaks in this trace."
         n, ev = len(self.sites), self.break_events
         found = f"{n} break site{'s' if n != 1 else ''} ({ev} break event{'s' if ev != 1 else ''})"
+        # Untraced code makes the count a lower bound: the same sentence says so.
+        note = f"; {self.coverage_note}" if self.coverage_note else ""
         if self.error is None:
+            if note:
+                return f"{found} found{note}."
             return found + "." if n else f"{len(self.skipped_frames)} frame(s) skipped by Dynamo."
         e = self.error
         where = f" at {e.where}" if e.where else ""
@@ -405,10 +509,10 @@ class Census:
         else:
             what = f"{e.kind.value}{where}: {e.headline}"
         if n:
-            return f"{found} before the run stopped: {what}."
+            return f"{found} before the run stopped: {what}{note}."
         if not self.graphs:
-            return f"Incomplete, no graph compiled: {what}."
-        return f"Incomplete, no break seen in {self.graph_count} graph(s) before {what}."
+            return f"Incomplete, no graph compiled: {what}{note}."
+        return f"Incomplete, no break seen in {self.graph_count} graph(s) before {what}{note}."
 
     def site(self, sid: SiteId) -> Site | None:
         return next((s for s in self.sites if s.id == sid), None)

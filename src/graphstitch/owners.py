@@ -20,7 +20,7 @@ import os
 from collections.abc import Sequence
 from typing import Protocol
 
-from . import paths
+from . import coverage, paths
 from .model import Census, Route, Site, StackEntry
 
 
@@ -47,14 +47,16 @@ def _route(frames: list[StackEntry], root: str | None, project: str | None) -> R
 
 def outside_torch(stack: Sequence[_Frame]) -> list[StackEntry]:
     """The frames of a traceback outside torch and the standard library, outermost first."""
-    return [StackEntry(fr.file, fr.line, fr.function, fr.code) for fr in stack if not paths.is_internal(fr.file)]
+    return [StackEntry(fr.file, fr.line, fr.function, fr.code, getattr(fr, "qualname", "")
+                       or coverage.qualname(fr.file, fr.line, fr.function))
+            for fr in stack if not paths.is_internal(fr.file)]
 
 
 def add_route(site: Site, stack: Sequence[_Frame], root: str | None, project: str | None = None) -> None:
     """Count one break report of SITE, reached through STACK (its traceback)."""
     frames = outside_torch(stack)
     if not frames or (frames[-1].file, frames[-1].line) != (site.file, site.line):
-        frames.append(StackEntry(site.file, site.line, site.function, site.code))  # the root cause itself
+        frames.append(StackEntry(site.file, site.line, site.function, site.code, site.qualname))  # the root cause itself
     _merge(site, _route(frames, root, project))
 
 

@@ -131,6 +131,7 @@ class FrameError:
     outermost first, which name the failing line (metrics name the innermost frame, often torch's)."""
     compile_id: str
     user_frames: list[tuple[str, int]]
+    frames: list[StackFrame] = field(default_factory=list)   # the same frames, with function and code
 
 
 DecodedEvent = (FrameStart | BreakReport | RecompileReasons | FrameMetrics | OutputGraph
@@ -464,7 +465,7 @@ def _parse_torch_version(dec: Decoder, meta: dict[str, Any], payload: str | None
     return (RunInfo({"torch_version": str(value["pytorch_version"])}),) if isinstance(value, dict) and value.get("pytorch_version") else ()
 
 
-_USER_FRAME_RE = re.compile(r'^\s*File "([^"]+)", line (\d+)', re.M)
+_USER_FRAME_RE = re.compile(r'^\s*File "([^"]+)", line (\d+)(?:, in (\S+))?[^\n]*(?:\n(?!\s*File ")([^\n]*))?', re.M)
 
 
 @parser("artifact:dynamo_error", payload=True)
@@ -472,7 +473,9 @@ def _parse_dynamo_error(dec: Decoder, meta: dict[str, Any], payload: str | None)
     _, sep, user = (payload or "").partition("from user code:")
     if not sep:
         return ()
-    return (FrameError(compile_id_of(meta), [(f, int(n)) for f, n in _USER_FRAME_RE.findall(user)]),)
+    found = _USER_FRAME_RE.findall(user)
+    return (FrameError(compile_id_of(meta), [(f, int(n)) for f, n, _, _ in found],
+                       [StackFrame(f, int(n), fn or "?", code.strip()) for f, n, fn, code in found]),)
 
 
 @parser("graphstitch_graph", payload=False)

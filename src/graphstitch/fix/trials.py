@@ -8,7 +8,6 @@ input set, and what the code prints/logs per call at run time is unchanged.
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import os
 import queue
@@ -151,23 +150,19 @@ Reader = Callable[[str], str]
 
 
 def untraced_code(base: Census, read: Reader = source_text) -> dict[str, set[str]]:
-    """file -> the (stripped) lines Dynamo never traced in BASE: in a frame it skipped (a break
-    in a loop), the rest of that function after the line where tracing failed ran eagerly.
-    (Its callees compiled as frames of their own, so they were traced.) READ gives the text
-    BASE's line numbers refer to."""
+    """file -> the (stripped) lines Dynamo never traced in BASE: the census's coverage (the
+    rest of a frame it skipped, e.g. after a break in a loop, and bodies under
+    torch.compiler.disable; README "Definitions"). READ gives the text BASE's line numbers
+    refer to (the workspace may have patched the file since)."""
     out: dict[str, set[str]] = {}
-    for f in base.skipped_frames:
-        try:
-            text = read(f.file)
-            tree = ast.parse(text)
-        except (OSError, SyntaxError, ValueError):
+    for u in base.coverage.untraced:
+        if u.end is None:
             continue
-        fn = min((n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
-                  and n.lineno <= f.line <= (n.end_lineno or n.lineno)),
-                 key=lambda n: (n.end_lineno or n.lineno) - n.lineno, default=None)
-        if fn is not None:
-            lines = text.splitlines()[f.line:fn.end_lineno]
-            out.setdefault(os.path.realpath(f.file), set()).update(ln.strip() for ln in lines if ln.strip())
+        try:
+            lines = read(u.file).splitlines()[u.start - 1:u.end]
+        except (OSError, ValueError):
+            continue
+        out.setdefault(os.path.realpath(u.file), set()).update(ln.strip() for ln in lines if ln.strip())
     return out
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,7 +22,7 @@ from markupsafe import Markup
 from ..costs import cost_for
 from ..files import atomic_write
 from ..jsonio import to_json
-from ..model import Census, Site
+from ..model import Census, FrameCompile, Site
 from ..owners import chain_text, group_line
 from ..paths import short_path
 from ..traces import source_context
@@ -89,6 +90,16 @@ def _source(site: Site) -> dict[str, Any]:
             "lines": [{"n": n, "code": highlight(text), "hit": n == site.line} for n, text in ctx]}
 
 
+def _frame_name(f: FrameCompile) -> str:
+    """A frame compile by its qualified name; a resume function says where it resumed."""
+    m = re.match(r"^torch_dynamo_resume_in_.+_at_(\d+)$", f.function)
+    base = f.qualname or f.function
+    return f"{base} after line {m.group(1)}" if m and f.qualname else base
+
+
+_ENV.filters["frame_name"] = _frame_name
+
+
 def _timeline(c: Census) -> list[dict[str, Any]]:
     """The first call, schematically: each frame's first compile in order, as a compiled
     region (it produced a graph) or eager code (skipped frame / no graph), followed by an
@@ -103,12 +114,13 @@ def _timeline(c: Census) -> list[dict[str, Any]]:
     for f in c.frames:
         if recompile_index(f.compile_id) != 0:
             continue  # recompiles belong to later calls
+        name = _frame_name(f)
         if f.graph:
-            items.append({"kind": "compiled", "label": f"{f.compile_id} {f.function}",
+            items.append({"kind": "compiled", "label": f"{f.compile_id} {name}",
                           "detail": f"graph, {ops.get(f.compile_id) or '?'} ops"})
         else:
             items.append({"kind": "skipped" if f.fail_type else "empty",
-                          "label": f"{f.compile_id} {f.function}",
+                          "label": f"{f.compile_id} {name}",
                           "detail": f"frame skipped ({f.fail_type}): runs eager" if f.fail_type else "no graph"})
         for s in breaks.get(f.compile_id, []):
             items.append({"kind": "break", "label": f"{s.gb_id} {os.path.basename(s.file)}:{s.line}",
@@ -144,7 +156,7 @@ def _svg_width(text: str) -> int:
 def _view(c: Census, rank: Any) -> dict[str, Any]:
     frames = sorted(c.frames, key=lambda f: -f.compile_seconds)
     longest = max((f.compile_seconds for f in frames), default=0.0) or 1.0
-    label_w = min(420, max((_svg_width(f"{f.compile_id} {f.function}") for f in frames), default=100))
+    label_w = min(420, max((_svg_width(f"{f.compile_id} {_frame_name(f)}") for f in frames), default=100))
     timeline = _timeline(c)
     x = 0
     for it in timeline:

@@ -46,7 +46,7 @@ def markdown(censuses: list[Census], notes: dict[str, list[str]] | None = None) 
                 mine = f"`{_cell(chain_text(route))}`" if route is not None and route.chain else "same line"
                 sc = cost_for(c, s.id)
                 spent = f"{sc.seconds.median_s * 1e3:.3g} ms ({sc.share:.0%})" if sc else "—"
-                out.append(f"| {i} | {gb} | `{_cell(short_path(s.file))}:{s.line}` | {mine} | `{_cell(s.function)}` | "
+                out.append(f"| {i} | {gb} | `{_cell(short_path(s.file))}:{s.line}` | {mine} | `{_cell(s.name)}` | "
                            f"{s.events} | {spent} | {_cell(s.gb_type)}{flag} |")
             out.append("")
             steps = [s for s in c.sites if s.next_step]
@@ -55,6 +55,13 @@ def markdown(censuses: list[Census], notes: dict[str, list[str]] | None = None) 
                 out.append(f"{i}. {_cell(s.next_step.action)}: `{_cell(s.next_step.command)}`")
             if steps:
                 out.append("")
+        if c.coverage.untraced:
+            out.append("| never traced (breaks there are not counted) | function | code lines | why |")
+            out.append("|---|---|---|---|")
+            for u in c.coverage.untraced:
+                out.append(f"| `{_cell(short_path(u.file))}:{u.where}` | `{_cell(u.function)}` | "
+                           f"{u.lines if u.end is not None else '?'} | {_cell(u.reason)} |")
+            out.append("")
         if c.recompiles:
             out.append("| recompiles | cause | frames |")
             out.append("|---|---|---|")

@@ -19,6 +19,7 @@ from ..owners import chain_text
 
 SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 RECOMPILE_RULE = "GS-RECOMPILE"   # recompile causes have no GB id
+UNTRACED_RULE = "GS-UNTRACED"     # code that ran without Dynamo tracing it
 INFO_URI = "https://meta-pytorch.github.io/compile-graph-break-site/"
 
 
@@ -81,7 +82,7 @@ def sarif(censuses: list[Census], root: str | os.PathLike[str] | None = None) ->
             results.append({
                 "ruleId": s.gb_id, "ruleIndex": idx,
                 "level": "error" if s.frame_skipped else "warning",
-                "message": {"text": f"Graph break {s.gb_id} in {s.function}: {s.gb_type} "
+                "message": {"text": f"Graph break {s.gb_id} in {s.name}: {s.gb_type} "
                                     f"({s.events} event{'s' if s.events != 1 else ''}).{skipped}"
                                     + via + (f" Hint: {s.hints[0]}" if s.hints else "") + step},
                 "locations": [_location(at.file, at.line, root) if at is not None else _location(s.file, s.line, root)],
@@ -90,6 +91,24 @@ def sarif(censuses: list[Census], root: str | os.PathLike[str] | None = None) ->
                 "partialFingerprints": {"graphstitch/site/v2": _fingerprint(str(s.id))},
                 "properties": {"target": c.target, "events": s.events, "nesting_depth": s.nesting_depth,
                                "frame_skipped": s.frame_skipped, "gb_chain": s.gb_chain},
+            })
+        for u in c.coverage.untraced:
+            idx = rule(UNTRACED_RULE, "Never traced",
+                       "This code ran eagerly without Dynamo tracing it (the rest of a frame Dynamo skipped, "
+                       "or a function under torch.compiler.disable): a graph break there is never reported, "
+                       "so the census's counts do not include it.",
+                       "Fix the break that made Dynamo skip the frame (often a break inside a loop), or drop "
+                       "the torch.compiler.disable, then run the census again.")
+            loc = _location(u.file, u.start, root)
+            if u.end is not None and "region" in loc["physicalLocation"]:
+                loc["physicalLocation"]["region"]["endLine"] = int(u.end)
+            results.append({
+                "ruleId": UNTRACED_RULE, "ruleIndex": idx, "level": "warning",
+                "message": {"text": f"Never traced: {u.function} lines {u.where} ran eagerly; breaks there are "
+                                    f"not counted. {u.reason}"},
+                "locations": [loc],
+                "partialFingerprints": {"graphstitch/untraced/v1": _fingerprint(u.path, u.function, u.why)},
+                "properties": {"target": c.target, "lines": u.lines, "why": u.why, "function": u.function},
             })
         frames = {f.compile_id: f for f in c.frames}
         for r in c.recompiles:

@@ -62,7 +62,7 @@ def _stack(console: Console, s: Site, full: bool) -> None:
             hidden += 1
             continue
         flush()
-        console.print(Text(f"   {short_path(fr.file)}:{fr.line} in {fr.function}", style="dim"), no_wrap=True,
+        console.print(Text(f"   {short_path(fr.file)}:{fr.line} in {fr.name}", style="dim"), no_wrap=True,
                       overflow="ellipsis")
     flush()
 
@@ -115,7 +115,7 @@ def census(c: Census, console: Console | None = None, full_stack: bool = False) 
             spent = (f" · [bold]{_ms(sc.seconds.median_s)}/call[/] ({sc.share:.0%}, IQR "
                      f"{_ms(sc.seconds.q3_s - sc.seconds.q1_s)})" if sc else "")
             console.print(f"[bold]{i}. {s.gb_id}[/] {escape(short_path(s.file))}:{s.line} in "
-                          f"[bold]{escape(s.function)}[/] · {s.events} event{'s' if s.events != 1 else ''}"
+                          f"[bold]{escape(s.name)}[/] · {s.events} event{'s' if s.events != 1 else ''}"
                           f" · depth {s.nesting_depth}{spent}{flag}")
             if s.code:
                 _code(console, s.line, s.code)
@@ -167,8 +167,18 @@ def census(c: Census, console: Console | None = None, full_stack: bool = False) 
     if c.skipped_frames:
         console.print("\n[bold underline]Skipped frames (ran fully eager)[/]")
         for f in c.skipped_frames:
-            console.print(f"[bold]{escape(f.function)}[/] {escape(short_path(f.file))}:{f.line} · {escape(f.fail_type)}")
+            resumed = f" (resumed after line {f.resumed_at})" if f.resumed_at is not None else ""
+            span = f"{f.start}-{f.end}" if f.start is not None and f.end is not None else str(f.line)
+            console.print(f"[bold]{escape(f.name)}[/]{resumed} {escape(short_path(f.file))}:{span} · "
+                          f"tracing stopped at line {f.line} · {escape(f.fail_type)}")
             _say(console, f"{escape(f.reason)}")
+
+    if c.coverage.untraced:
+        console.print("\n[bold underline]Never traced (ran eagerly; breaks there are not counted)[/]")
+        for u in c.coverage.untraced:
+            n = f"{u.lines} line{'s' if u.lines != 1 else ''}" if u.end is not None else "extent unknown"
+            console.print(f"[bold]{escape(u.function)}[/] {escape(short_path(u.file))}:{u.where} · {n} · {u.why}")
+            _say(console, f"{escape(u.reason)}")
 
     if c.error:  # the summary has its first line; Dynamo's "from user code" frames say where
         _, sep, user = c.error.message.partition("from user code:")
@@ -382,8 +392,11 @@ def verdicts(results: list[Verdict], console: Console, err: Console) -> None:
     for v in results:
         for w in v.warnings:
             err.print(f"[yellow]graphstitch: warning:[/] {escape(w)}")
-        console.print(f"{'[bold red]FAIL[/]' if not v.ok else '[green]ok[/]'} {escape(v.target)}")
+        mark = {"fail": "[bold red]FAIL[/]", "unknown": "[bold yellow]UNKNOWN[/]", "ok": "[green]ok[/]"}[v.status]
+        console.print(f"{mark} {escape(v.target)}")
         for r in v.regressions:
             console.print(f"  [red]- {escape(r)}[/]")
+        for u in v.unknowns:
+            console.print(f"  [yellow]? {escape(u)}[/]")
         for i in v.improvements:
             console.print(f"  [green]+ {escape(i)}[/]")

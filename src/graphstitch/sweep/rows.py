@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from ..jsonio import JSONError, from_json, to_json
-from ..model import Census, ErrorKind, SiteId
+from ..model import Census, Coverage, ErrorKind, SiteId
 
 ROW_SCHEMA = "graphstitch.sweep_row/1"
 REPORT_SCHEMA = "graphstitch.sweep/1"
@@ -111,7 +111,9 @@ def slim(c: Census) -> Census:
     sites = [replace(s, explanation="", hints=[], advice=[], stack=s.stack[-3:]) for s in c.sites]
     graphs = [replace(g, ops=[]) for g in c.graphs]
     recompiles = [replace(r, advice=[], examples=r.examples[:1]) for r in c.recompiles]
-    return replace(c, sites=sites, graphs=graphs, recompiles=recompiles, guards={})
+    # Untraced code stays (it decides `clean`); the per-function spans do not.
+    return replace(c, sites=sites, graphs=graphs, recompiles=recompiles, guards={},
+                   coverage=Coverage(untraced=list(c.coverage.untraced)))
 
 
 # ----------------------------------------------------------------------------- JSONL
