@@ -23,8 +23,8 @@ def box_iou(boxes1, boxes2):
 
 def generalized_box_iou(boxes1, boxes2):
     # degenerate boxes gives inf / nan results, so do an early check
-    assert (boxes1[:, 2:] >= boxes1[:, :2]).all()
-    assert (boxes2[:, 2:] >= boxes2[:, :2]).all()
+    assert (boxes1[:, 2:] >= boxes1[:, :2]).all()  # NO BREAK in torch 2.13
+    assert (boxes2[:, 2:] >= boxes2[:, :2]).all()  # NO BREAK in torch 2.13
     iou, union = box_iou(boxes1, boxes2)
     lt = torch.min(boxes1[:, None, :2], boxes2[:, :2])
     rb = torch.max(boxes1[:, None, 2:], boxes2[:, 2:])

@@ -15,7 +15,7 @@ def randn_tensor(shape, generator=None, device=None, dtype=None):
                    for i in range(batch_size)]
         latents = torch.cat(latents, dim=0).to(device)
     else:
-        latents = torch.randn(shape, generator=generator, device=rand_device, dtype=dtype).to(device)
+        latents = torch.randn(shape, generator=generator, device=rand_device, dtype=dtype).to(device)  # BREAK
     return latents
 
 

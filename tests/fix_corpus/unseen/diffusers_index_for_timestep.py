@@ -13,10 +13,10 @@ class EulerStep(torch.nn.Module):
     def index_for_timestep(self, timestep, schedule_timesteps=None):
         if schedule_timesteps is None:
             schedule_timesteps = self.timesteps
-        indices = (schedule_timesteps == timestep).nonzero()
+        indices = (schedule_timesteps == timestep).nonzero()  # BREAK
         # first step takes the second match, if there are two (img2img starts mid-schedule)
         pos = 1 if len(indices) > 1 else 0
-        return indices[pos].item()
+        return indices[pos].item()  # BREAK
 
     def forward(self, model_output, timestep, sample):
         step_index = self.index_for_timestep(timestep)

@@ -4,7 +4,7 @@ import torch
 
 def make_pad_mask(lengths, xs=None, length_dim=-1, maxlen=None):
     if not isinstance(lengths, list):
-        lengths = lengths.long().tolist()
+        lengths = lengths.long().tolist()  # BREAK
     bs = int(len(lengths))
     if maxlen is None:
         if xs is None:

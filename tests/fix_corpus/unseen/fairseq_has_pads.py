@@ -31,12 +31,12 @@ class Encoder(torch.nn.Module):
         has_pads = src_tokens.device.type == "xla" or encoder_padding_mask.any()
         x, encoder_embedding = self.forward_embedding(src_tokens)
         # account for padding while computing the representation
-        if has_pads:
+        if has_pads:  # BREAK
             x = x * (1 - encoder_padding_mask.unsqueeze(-1).type_as(x))
         # B x T x C -> T x B x C
         x = x.transpose(0, 1)
         for layer in self.layers:
-            x = layer(x, encoder_padding_mask=encoder_padding_mask if has_pads else None)
+            x = layer(x, encoder_padding_mask=encoder_padding_mask if has_pads else None)  # BREAK
         return x.transpose(0, 1)
 
 

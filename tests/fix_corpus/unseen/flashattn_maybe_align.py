@@ -4,7 +4,7 @@ import torch
 
 def maybe_align(x, alignment_in_bytes=16):
     """Assume that x already has last dim divisible by alignment_in_bytes"""
-    return x if x.data_ptr() % alignment_in_bytes == 0 else x.clone()
+    return x if x.data_ptr() % alignment_in_bytes == 0 else x.clone()  # BREAK
 
 
 def dropout_add_layer_norm(x0, residual, weight, bias, p, eps, training):

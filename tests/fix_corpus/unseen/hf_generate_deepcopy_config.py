@@ -28,7 +28,7 @@ class Decoder(torch.nn.Module):
 
     def forward(self, input_ids, generation_config=None, **kwargs):
         generation_config = generation_config or self.generation_config
-        generation_config = copy.deepcopy(generation_config)
+        generation_config = copy.deepcopy(generation_config)  # NO BREAK in torch 2.13
         model_kwargs = generation_config.update(**kwargs)
         logits = self.lm_head(self.embed(input_ids))[:, -1, :]
         score = torch.gather(logits, 1, input_ids)

@@ -10,7 +10,7 @@ def _ignore_causal_mask_sdpa(attention_mask, inputs_embeds, past_key_values_leng
     if attention_mask is None:
         if not is_tracing and (query_length == 1 or key_value_length == query_length):
             ignore_causal_mask = True
-    elif not is_tracing and torch.all(attention_mask == 1):
+    elif not is_tracing and torch.all(attention_mask == 1):  # noqa: SIM102  # BREAK
         if query_length == 1 or key_value_length == query_length:
             ignore_causal_mask = True
     return ignore_causal_mask

@@ -27,7 +27,7 @@ class DynamicNTKScalingRotaryEmbedding(RotaryEmbedding):
 
     def forward(self, x, position_ids):
         seq_len = torch.max(position_ids) + 1
-        if seq_len > self.max_position_embeddings:
+        if seq_len > self.max_position_embeddings:  # BREAK
             base = self.base * (
                 (self.scaling_factor * seq_len / self.max_position_embeddings) - (self.scaling_factor - 1)
             ) ** (self.dim / (self.dim - 2))

@@ -11,7 +11,7 @@ class GroupedExperts(torch.nn.Module):
 
     def _run_experts_for_loop(self, x, num_tokens_per_expert):
         # a host-device sync: the split sizes must be Python ints
-        num_tokens_per_expert = num_tokens_per_expert.tolist()
+        num_tokens_per_expert = num_tokens_per_expert.tolist()  # BREAK
         num_padding = x.shape[0] - sum(num_tokens_per_expert)
         x = torch.split(x[: sum(num_tokens_per_expert)], split_size_or_sections=num_tokens_per_expert, dim=0)
         out_experts_splits = []

@@ -6,7 +6,7 @@ import torch
 
 def get_maybe_sync_seed(device, max_size=10_000):
     rand_int = torch.randint(0, max_size, (), device=device)
-    return rand_int.item()
+    return rand_int.item()  # BREAK
 
 
 class Quantizer(torch.nn.Module):
@@ -40,7 +40,7 @@ class ResidualVQ(torch.nn.Module):
             rand_quantize_dropout_index = rand.randrange(self.quantize_dropout_cutoff_index, num_quant)
             null_indices = torch.full(x.shape[:2], -1, device=x.device, dtype=torch.long)
         for quantizer_index, layer in enumerate(self.layers):
-            if should_quantize_dropout and quantizer_index > rand_quantize_dropout_index:
+            if should_quantize_dropout and quantizer_index > rand_quantize_dropout_index:  # BREAK
                 all_indices.append(null_indices)
                 continue
             quantized, indices = layer(residual)
@@ -57,4 +57,6 @@ def target():
 
 EXPECT = ("hatch: the seed must be a Python int drawn from torch's stream (and all-reduced in the original), so "
           "keeping get_maybe_sync_seed eager (disable/extract) is right; a rewrite into tensor ops changes the "
-          "python-random draw")
+          "python-random draw. The second site (the `quantizer_index > rand_quantize_dropout_index` test, a "
+          "data-dependent branch once the seed is symbolic) should go with the first, or need a split/hatch "
+          "[second site added after the census, before any fix run]")

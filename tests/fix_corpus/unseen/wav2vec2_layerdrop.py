@@ -25,7 +25,7 @@ class Encoder(torch.nn.Module):
                 all_hidden_states = all_hidden_states + (hidden_states,)
             # add LayerDrop (see https://arxiv.org/abs/1909.11556 for description)
             dropout_probability = torch.rand([])
-            skip_the_layer = True if self.training and (dropout_probability < self.layerdrop) else False
+            skip_the_layer = True if self.training and (dropout_probability < self.layerdrop) else False  # noqa: SIM210  # BREAK
             if not skip_the_layer:
                 layer_outputs = layer(hidden_states)
                 hidden_states = layer_outputs[0]
