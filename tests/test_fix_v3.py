@@ -241,6 +241,19 @@ def test_when_the_original_raises_on_every_fresh_set_the_fix_is_verified_on_the_
     assert fix.verified and "cholesky" in (fix.given_inputs_only or "").lower(), fix.why_not
 
 
+def test_a_generator_argument_gets_its_own_fresh_stream_in_each_run():
+    # diffusers' DDPM step draws its noise from a torch.Generator passed in (an unseen-set
+    # program): eager and compiled each draw from their own fresh stream of the same seed,
+    # so the region split that keeps the draw eager verifies (one shared stream made the
+    # second run draw other values: "outputs differ", a false refusal).
+    path = Path(__file__).resolve().parent / "fix_corpus" / "unseen" / "diffusers_ddpm_variance_noise.py"
+    report = run_fix(f"{path}:target", OPTS, kinds={"split"}, timeout=300)
+    (site,) = report.sites
+    assert (site.gb_id, site.file, site.line) == ("GB0055", str(path), marked_line(path, "BREAK"))
+    (split,) = [f for f in report.fixes if f.strategy == "split"]
+    assert split.verified and split.outputs_match, split.why_not
+
+
 # ----------------------------------------------------------------------------- the user's file
 
 def test_apply_keeps_encoding_crlf_tabs_and_no_final_newline(tmp_path, monkeypatch):

@@ -452,6 +452,10 @@ def _fresh(x: Any, gen: torch.Generator, keep_ints: bool = False) -> Any:
         return iter([_fresh(v, gen, keep_ints) for v in x])
     if isinstance(x, dict):
         return {k: _fresh(v, gen, keep_ints) for k, v in x.items()}
+    if isinstance(x, torch.Generator):
+        # a random stream the call draws from: a fresh one, seeded from GEN, so that the eager
+        # and the compiled run (built from the same seed) each draw the same values from their own
+        return torch.Generator(device=x.device).manual_seed(int(torch.randint(2**62, (1,), generator=gen)))
     return x
 
 
@@ -480,9 +484,11 @@ def _fresh_check(cap: Capture, calls: Sequence[Call], compiled: dict[int, Callab
         gen = torch.Generator().manual_seed(1234)
         fresh = [(fn, _fresh(a, gen, keep_ints), _fresh(k, gen, keep_ints)) for fn, a, k in calls]
         # The original code gets the same fresh values (same structure, same generator seed).
+        # Its own objects, not the compiled run's: an input changed in place, or a random stream
+        # drawn from, must reach each run as it was made.
         gen = torch.Generator().manual_seed(1234)
-        ref = ([(fn, _fresh(a, gen, keep_ints), _fresh(k, gen, keep_ints)) for fn, a, k in ref_calls]
-               if ref_calls is not None else fresh)
+        ref = [(fn, _fresh(a, gen, keep_ints), _fresh(k, gen, keep_ints))
+               for fn, a, k in (ref_calls if ref_calls is not None else calls)]
         checks, eager_error = _compare_fresh(fresh, ref, compiled)
         if eager_error is None:
             cap.note(checks=checks)
