@@ -254,6 +254,18 @@ def test_a_generator_argument_gets_its_own_fresh_stream_in_each_run():
     assert split.verified and split.outputs_match, split.why_not
 
 
+def test_outputs_compare_dicts_by_key_not_by_insertion_order():
+    # A transformers ModelOutput is a dict; the compiled code of a vision-language model
+    # filled `pooler_output` before `hidden_states` on fresh inputs: same values, so equal.
+    import torch
+
+    from graphstitch.live import outputs_equal
+    t = torch.arange(3.0)
+    assert outputs_equal({"a": t, "b": [t, t + 1]}, {"b": [t, t + 1], "a": t}) == (True, None)
+    assert outputs_equal({"a": t, "b": t}, {"a": t, "c": t})[1] == "outputs differ in structure"
+    assert not outputs_equal({"a": t, "b": t + 1}, {"b": t, "a": t + 1})[0]
+
+
 # ----------------------------------------------------------------------------- the user's file
 
 def test_apply_keeps_encoding_crlf_tabs_and_no_final_newline(tmp_path, monkeypatch):

@@ -156,7 +156,9 @@ def _leaves(x: Any, path: str = "out", depth: int = 0, seen: set[int] | None = N
         return
     seen.add(id(x))
     if isinstance(x, dict):
-        for k, v in x.items():
+        # by key, not insertion order: a model output (transformers' ModelOutput is a dict)
+        # that the compiled code fills in another order holds the same values
+        for k, v in sorted(x.items(), key=lambda kv: repr(kv[0])):
             yield from _leaves(v, f"{path}[{k!r}]", depth + 1, seen)
     elif isinstance(x, (list, tuple)):
         for i, v in enumerate(x):
