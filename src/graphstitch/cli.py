@@ -69,8 +69,11 @@ def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
 class _Group(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         from .files import WriteRefused
+        from .procs import own_signals
+        # A signal that ends us (CI cancel, `timeout`, Ctrl-C, SIGHUP) ends every worker too.
         try:
-            return super().invoke(ctx)
+            with own_signals(lambda line: err_console.print(f"[bold red]{line}[/]", markup=True, soft_wrap=True)):
+                return super().invoke(ctx)
         except WriteRefused as e:  # any report/baseline/source write refused: one line, exit 2
             fail(str(e))
 

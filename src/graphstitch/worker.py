@@ -25,7 +25,6 @@ import functools
 import importlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -135,7 +134,7 @@ def run(job: Job, *, timeout: float | None = None, pythonpath: Sequence[str] = (
         ok_codes: tuple[int, ...] | None = (0, 2), what: str = "target", reap: bool = True) -> Outcome:
     """Run JOB in a fresh child (or in WARM, a child from :func:`prestart`) and read what it
     left. Never raises for the child's failures: they are ``Outcome.error``."""
-    with tempfile.TemporaryDirectory(prefix="graphstitch-job-") as d:
+    with procs.temp_dir("graphstitch-job-") as d:
         files = write_job(job, d)
         env = procs.child_env(pythonpath=pythonpath, inductor_cache=inductor_cache or os.path.join(d, "inductor"),
                               own_cache=own_cache)
@@ -177,7 +176,7 @@ class Session:
 
     def __init__(self, job: Job, *, timeout: float | None = None, pythonpath: Sequence[str] = ()):
         job.interactive = True
-        self._dir = tempfile.mkdtemp(prefix="graphstitch-job-")
+        self._dir = procs.own_temp(tempfile.mkdtemp(prefix="graphstitch-job-"))
         self.files = write_job(job, self._dir)
         self.job = job
         self.child = procs.start(procs.python_cmd("graphstitch.worker", self._dir),
@@ -209,7 +208,7 @@ class Session:
 
     def close(self) -> None:
         self.child.kill_tree()
-        shutil.rmtree(self._dir, ignore_errors=True)
+        procs.release_temp(self._dir)
 
 
 # ----------------------------------------------------------------------------- child side

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .. import worker
+from .. import procs, worker
 from ..jsonio import from_trusted
 from ..model import ErrorInfo, ErrorKind
 from ..targets import Options, TargetError, target_root
@@ -167,7 +166,7 @@ def run_perf(spec: str, *, backend: str = "inductor", regional: bool = False, bl
     """
     step = progress or (lambda _s: None)
     base = {"backend": backend, "block": block, "repeats": repeats, "warmup": warmup, "max_seconds": max_seconds}
-    with tempfile.TemporaryDirectory(prefix="graphstitch-perf-cache-") as tmp:
+    with procs.temp_dir("graphstitch-perf-cache-") as tmp:
         # Eager first: it also checks the target and the blocks, so a bad one fails in seconds.
         step("eager")
         eager = _measure(spec, dict(base, mode="eager", regional=regional), os.path.join(tmp, "eager"), timeout)
