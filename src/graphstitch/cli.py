@@ -58,6 +58,48 @@ class _Output(click.Path):
 OUTPUT = _Output()
 
 
+def check_outputs(named: list[tuple[str, str]], create_dirs: bool) -> None:
+    """Every report path of a command, before anything runs (exit 2, one line): two options
+    on one file, a missing folder (made only with --create-dirs), a folder that cannot take
+    the file. NAMED: (option, path)."""
+    from .files import WriteRefused, check_folder
+    seen: dict[str, str] = {}
+    for opt, path in named:
+        real = os.path.realpath(path)
+        if real in seen:
+            fail(f"{seen[real]} and {opt} are both {path}: give each report its own file")
+        seen[real] = opt
+        folder = os.path.dirname(real)
+        if create_dirs and not os.path.exists(folder):
+            try:
+                os.makedirs(folder)
+            except OSError as e:
+                fail(f"{opt} {path}: cannot create folder {folder} ({e.strerror})")
+        try:
+            check_folder(folder)
+        except WriteRefused as e:
+            hint = " (--create-dirs makes it)" if not os.path.exists(folder) else ""
+            fail(f"{opt} {path}: {e}{hint}")
+
+
+class _Cmd(click.Command):
+    """A command whose report paths (options of type OUTPUT) are all checked together before
+    it runs, with --create-dirs to make their folders."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if any(isinstance(p.type, _Output) for p in self.params):
+            self.params.append(click.Option(["--create-dirs"], is_flag=True,
+                                            help="Create missing folders of report paths (otherwise refused, exit 2)."))
+
+    def invoke(self, ctx: click.Context) -> Any:
+        create = bool(ctx.params.pop("create_dirs", False))
+        named = [(p.opts[0], str(ctx.params[p.name])) for p in self.params
+                 if isinstance(p.type, _Output) and p.name and ctx.params.get(p.name)]
+        check_outputs(named, create)
+        return super().invoke(ctx)
+
+
 def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     """One clear line on stderr and a documented exit code; never a traceback."""
     from rich.markup import escape
@@ -67,6 +109,8 @@ def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
 
 
 class _Group(click.Group):
+    command_class = _Cmd
+
     def invoke(self, ctx: click.Context) -> Any:
         from .files import WriteRefused
         from .procs import own_signals
@@ -328,6 +372,13 @@ def check(targets: tuple[str, ...], baseline_path: str | None, update: bool, max
                                       ("max_recompiles", max_recompiles)) if v is not None})
     if update and not baseline_path:
         fail("--update needs --baseline FILE")
+    if update and baseline_path:  # before the censuses, not after them
+        check_outputs([("--baseline", baseline_path)], create_dirs=False)
+        from .files import check_writable
+        try:
+            check_writable(baseline_path)
+        except WriteRefused as e:
+            fail(str(e))
     if not baseline_path and not budgets:
         fail("nothing to check against: give --baseline FILE and/or a budget (--max-breaks, "
              "--max-graphs, --max-recompiles or [tool.graphstitch] in pyproject.toml)")
@@ -643,6 +694,8 @@ def fix(target: str, json_path: str | None, jobs: int | None, backend: str, site
         measure: bool, fix_everything: bool, project: str | None) -> None:
     """Try fixes for every break in TARGET, verify each, and rank the verified ones."""
     check_target(target)
+    if do_apply:
+        _check_apply(target)
     from .fix import WRITTEN_KINDS, apply_best, run_fix
     from .fix.workspace import Workspace
     from .render import terminal
@@ -683,6 +736,21 @@ def fix(target: str, json_path: str | None, jobs: int | None, backend: str, site
         if not ok:
             fail(msg, EXIT_FAIL)
         click.echo(msg)
+
+
+def _check_apply(spec: str) -> None:
+    """--apply writes the target's file (and its backup beside it): refuse at once, not after
+    every trial, when that cannot be done (a read-only file or folder)."""
+    from .files import WriteRefused, check_folder, check_writable
+    from .targets import target_file
+    tfile = target_file(spec)
+    if not tfile or not os.path.isfile(tfile):
+        return
+    try:
+        check_writable(tfile)
+        check_folder(os.path.dirname(tfile))
+    except WriteRefused as e:
+        fail(f"--apply: {e}")
 
 
 # ----------------------------------------------------------------------------- trace / run
