@@ -84,3 +84,74 @@ def test_apply_refuses_a_read_only_source_before_any_trial(marked, tmp_path):
     finally:
         src.chmod(0o644)
     assert src.read_text() == MARKED and not list(tmp_path.glob("*.bak*"))
+
+
+SLOW_CHATTY = """
+import time, warnings
+import torch
+
+def f(x):
+    print("the model speaks")
+    warnings.warn("a model warning")
+    time.sleep(1.5)        # long enough for the progress line to be drawn
+    return x.sin() + 1
+
+def factory():
+    return f, (torch.ones(3),), {}
+
+def failing():
+    def g(x):
+        print("last words before the error")
+        raise ValueError("boom")
+    return g, (torch.ones(3),), {}
+"""
+
+
+def on_a_terminal(args, cwd):
+    """Run graphstitch with stdout and stderr on a pseudo-terminal; everything it drew."""
+    import pty
+    import select
+    master, slave = pty.openpty()
+    p = subprocess.Popen([sys.executable, "-m", "graphstitch", *map(str, args)], stdout=slave, stderr=slave,
+                         stdin=subprocess.DEVNULL, cwd=cwd, env=dict(os.environ, COLUMNS="100", TERM="xterm"))
+    os.close(slave)
+    chunks = []
+    while True:
+        r, _, _ = select.select([master], [], [], 300)
+        if not r:
+            break
+        try:
+            data = os.read(master, 65536)
+        except OSError:   # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    p.wait(60)
+    os.close(master)
+    return p.returncode, b"".join(chunks).decode("utf-8", "replace")
+
+
+def test_the_targets_output_is_captured_shown_when_it_matters_and_progress_only_on_a_tty(tmp_path):
+    (tmp_path / "chatty.py").write_text(SLOW_CHATTY)
+    spec = f"{tmp_path}/chatty.py:factory"
+    piped = gs("census", spec)
+    assert piped.returncode == 0, piped.stderr
+    shown = (piped.stdout + piped.stderr).splitlines()
+    assert "UserWarning: a model warning" not in piped.stdout + piped.stderr   # captured, not interleaved
+    assert "the model speaks" not in shown                                     # (the site's source line is)
+    assert "call 1 of 1" not in piped.stderr and not piped.stderr.strip()   # piped: no progress
+    loud = gs("census", spec, "--verbose")
+    assert "the target's own output" in loud.stderr and "UserWarning: a model warning" in loud.stderr
+    failed = gs("census", f"{tmp_path}/chatty.py:failing")
+    assert failed.returncode == 3
+    assert "the target's own output" in failed.stdout and "last words before the error" in failed.stdout
+    rc, drawn = on_a_terminal(["census", spec], tmp_path)
+    assert rc == 0 and "call 1 of 1" in drawn, drawn[-2000:]
+    assert "UserWarning: a model warning" not in drawn
+
+
+def test_every_command_that_runs_a_target_has_a_default_time_limit():
+    for cmd in ("census", "check", "fix", "perf"):
+        p = gs(cmd, "--help")
+        assert "default: 600" in " ".join(p.stdout.split()), (cmd, p.stdout)

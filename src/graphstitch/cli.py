@@ -7,9 +7,10 @@ imported, so a usage error answers at once.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NoReturn
 
 import click
@@ -20,6 +21,10 @@ from .model import Census, ErrorKind
 from .targets import Options
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_TARGET = 0, 1, 2, 3
+
+# Every command that runs a target stops it after this long unless told otherwise (0: never).
+DEFAULT_TIMEOUT = 600.0
+TIMEOUT_HELP = f"[default: {DEFAULT_TIMEOUT:g}; 0: no limit]"
 
 EXIT_CODES_HELP = """\b
 Exit codes:
@@ -160,8 +165,11 @@ def target_options(f: Callable[..., Any]) -> Callable[..., Any]:
     """compile_options plus where the target runs."""
     opts = [
         compile_options,
-        click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, help="Kill the target after S seconds (exit 3)."),
+        click.option("--timeout", type=click.FloatRange(min=0), default=None,
+                     help=f"Kill the target after S seconds, counted from the worker's start-up (exit 3). {TIMEOUT_HELP}"),
         click.option("--in-process", is_flag=True, help="Run the target in this process instead of a fresh subprocess (no crash isolation, no --timeout)."),
+        click.option("-v", "--verbose", is_flag=True, help="Also show the target's own output and warnings "
+                     "(captured per worker; shown anyway when the target fails)."),
     ]
     for o in reversed(opts):
         f = o(f)
@@ -223,13 +231,41 @@ def check_target(spec: str) -> None:
         fail(str(e))
 
 
+def resolve_timeout(timeout: float | None, in_process: bool = False) -> float | None:
+    """--timeout as given (0: no limit), else the default, except in this process (no limit)."""
+    if timeout is None:
+        return None if in_process else DEFAULT_TIMEOUT
+    return timeout or None
+
+
+@contextlib.contextmanager
+def progress_line(label: str) -> Iterator[Callable[[str], None] | None]:
+    """On a terminal, one transient line on stderr (spinner, LABEL: phase, elapsed) fed by the
+    callback yielded; piped or in CI logs: nothing (None)."""
+    if not err_console.is_terminal:
+        yield None
+        return
+    where, colon, name = label.rpartition(":")
+    if colon and os.sep in where:   # a long path would push the phase off the line
+        label = f"{where.rsplit(' ', 1)[0]} {os.path.basename(where)}:{name}" if " " in where else \
+            f"{os.path.basename(where)}:{name}"
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    # Plain text: "x.py:factory:" is neither markup nor an emoji code.
+    with Progress(SpinnerColumn(), TextColumn("{task.description}", markup=False), TimeElapsedColumn(),
+                  console=err_console, transient=True) as bar:
+        task = bar.add_task(label)
+        yield lambda text: bar.update(task, description=f"{label}: {text}")
+
+
 def run_target(spec: str, *, timeout: float | None, in_process: bool, project: str | None = None,
-               cost: bool = False, fullgraph_semantics: bool = False, **compile_opts: Any) -> Census:
+               cost: bool = False, fullgraph_semantics: bool = False, verbose: bool = False,
+               **compile_opts: Any) -> Census:
     """Census of one target with the shared options. A bad target exits 2 here; a target
     that failed while running comes back with ``census.error`` set. ``cost``: also time
     each compiled region and eager gap of warm calls (perf/gaps.py)."""
     if in_process and timeout:
         fail("--timeout needs the subprocess runner; drop --in-process")
+    timeout = resolve_timeout(timeout, in_process)
     check_target(spec)
     from .targets import target_root
     opts = make_options(**compile_opts)
@@ -251,7 +287,12 @@ def run_target(spec: str, *, timeout: float | None, in_process: bool, project: s
     job = Job(spec=spec, options=opts, project_root=root)
     if cost:
         job.handler = "graphstitch.perf.gaps:cost_job"
-    c = run_job(job, timeout=timeout).census
+    with progress_line(f"census {spec}") as progress:
+        out = run_job(job, timeout=timeout, progress=progress)
+    c = out.census
+    if verbose and c.output is None:   # a failed census shows its output itself
+        from .render import terminal
+        terminal.target_output(out.output, err_console)
     if c.error and c.error.kind is ErrorKind.TARGET:
         fail(c.error.message)
     return with_owners(c, mine)
@@ -547,7 +588,8 @@ Exit codes:
 @click.option("--json", "json_path", type=OUTPUT, help="Write the results as JSON.")
 @click.option("--svg", "svg_path", type=OUTPUT, help="Write a bar chart of latencies and compile times as SVG.")
 @click.option("--html", "html_path", type=OUTPUT, help="Write a self-contained HTML page: the chart and the table.")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, help="Kill any measuring process after S seconds (exit 3).")
+@click.option("--timeout", type=click.FloatRange(min=0), default=DEFAULT_TIMEOUT,
+              help=f"Kill any measuring process after S seconds (exit 3). {TIMEOUT_HELP}")
 def perf(target: str | None, demo: bool, backend: str, regional: bool, block: str | None, repeats: int, warmup: int,
          max_seconds: float, json_path: str | None, svg_path: str | None, html_path: str | None,
          timeout: float | None) -> None:
@@ -574,7 +616,7 @@ def perf(target: str | None, demo: bool, backend: str, regional: bool, block: st
             def progress(step: str) -> None:
                 bar.update(task, description=f"perf: {step}", advance=0 if step == "eager" else 1)
             result = run_perf(spec, backend=backend, regional=regional, block=block, repeats=repeats,
-                              warmup=warmup, max_seconds=max_seconds, timeout=timeout, progress=progress)
+                              warmup=warmup, max_seconds=max_seconds, timeout=timeout or None, progress=progress)
     except TargetError as e:
         fail(str(e))
     terminal.perf(result)
@@ -679,8 +721,10 @@ and nonstrict_trace drop run-time side effects, as inductor does.
 @click.option("--diff", "show_diff", is_flag=True, help="Print a unified diff making the best verified candidate permanent.")
 @click.option("--apply", "do_apply", is_flag=True, help="Write that patch (after re-verifying it on a patched copy); keeps FILE.graphstitch.bak.")
 @click.option("--grad", is_flag=True, help="Run the calls with autograd enabled.")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=600.0, show_default=True,
-              help="Kill one census after S seconds.")
+@click.option("--timeout", type=click.FloatRange(min=0), default=DEFAULT_TIMEOUT,
+              help=f"Kill one census (the baseline, a trial) after S seconds. {TIMEOUT_HELP}")
+@click.option("-v", "--verbose", is_flag=True, help="Show every trial's own output and warnings in full "
+              "(captured per trial; a failing trial's last lines are shown anyway).")
 @click.option("--html", "html_path", type=OUTPUT, help="Also write a self-contained HTML report (sites with their verified fixes).")
 @click.option("--measure", is_flag=True, help="For each verified fix, time the compiled target before and after it "
               "(alternating, same backend) and report the speedup.")
@@ -690,8 +734,8 @@ and nonstrict_trace drop run-time side effects, as inductor does.
               "the combined patch (re-verified from the pristine files).")
 @project_option
 def fix(target: str, json_path: str | None, jobs: int | None, backend: str, site_filter: str | None,
-        kinds: tuple[str, ...], show_diff: bool, do_apply: bool, grad: bool, timeout: float, html_path: str | None,
-        measure: bool, fix_everything: bool, project: str | None) -> None:
+        kinds: tuple[str, ...], show_diff: bool, do_apply: bool, grad: bool, timeout: float, verbose: bool,
+        html_path: str | None, measure: bool, fix_everything: bool, project: str | None) -> None:
     """Try fixes for every break in TARGET, verify each, and rank the verified ones."""
     check_target(target)
     if do_apply:
@@ -705,13 +749,15 @@ def fix(target: str, json_path: str | None, jobs: int | None, backend: str, site
     ws = Workspace.of(target, mine)
     if fix_everything:
         from .fix.fixall import apply_all, fix_all
-        result, files = fix_all(target, opts, jobs=jobs or 2, timeout=timeout, project_root=ws.project)
+        with progress_line(f"fix --all {target}") as progress:
+            result, files = fix_all(target, opts, jobs=jobs or 2, timeout=timeout or None, project_root=ws.project,
+                                    progress=progress)
         terminal.fix_all(result)
         if json_path:
             from .render import write_json
             write_json(result, json_path)
         if do_apply:
-            msg, ok = apply_all(result, files, ws, opts, timeout=timeout)
+            msg, ok = apply_all(result, files, ws, opts, timeout=timeout or None)
             if not ok:
                 fail(msg, EXIT_FAIL)
             click.echo(msg)
@@ -720,19 +766,21 @@ def fix(target: str, json_path: str | None, jobs: int | None, backend: str, site
                 fail("no verified combined patch: " + ("; ".join(result.why_not) or "no patch verified"), EXIT_FAIL)
             click.echo(result.patch, nl=False)
         return
-    report = run_fix(target, opts, jobs=jobs, timeout=timeout, kinds=set(kinds) or WRITTEN_KINDS, project_root=ws.project,
-                     only=(lambda s: site_filter in f"{s.gb_id} {s.id.path}:{s.line}") if site_filter else None)
+    with progress_line(f"fix {target}") as progress:
+        report = run_fix(target, opts, jobs=jobs, timeout=timeout or None, kinds=set(kinds) or WRITTEN_KINDS,
+                         project_root=ws.project, progress=progress,
+                         only=(lambda s: site_filter in f"{s.gb_id} {s.id.path}:{s.line}") if site_filter else None)
     if report.error and report.error.kind is ErrorKind.TARGET:
         fail(report.error.message)
     with_owners(report, mine)
-    more: tuple[Callable[[Any], None], ...] = (terminal.fixes,)
+    more: tuple[Callable[[Any], None], ...] = (lambda r: terminal.fixes(r, verbose=verbose),)
     if measure:
         from .fix.measure import measure_fixes
-        measure_fixes(report, target, opts, timeout=timeout)
+        measure_fixes(report, target, opts, timeout=timeout or None)
         more += (terminal.measures,)
     _show(report, json_path, html_path=html_path, more=more)
     if show_diff or do_apply:
-        msg, ok = apply_best(report, ws, opts, write=do_apply, timeout=timeout)
+        msg, ok = apply_best(report, ws, opts, write=do_apply, timeout=timeout or None)
         if not ok:
             fail(msg, EXIT_FAIL)
         click.echo(msg)
@@ -869,7 +917,7 @@ def run(json_path: str | None, html_path: str | None, project: str | None, scrip
     # The script keeps the terminal's process group (Ctrl-C reaches it as usual) and what it
     # leaves running stays running, as with `python script.py`.
     out = worker.run(worker.Job(handler="graphstitch.worker:script_job", script=script, argv=list(args),
-                                project_root=project_root(script)),
+                                project_root=project_root(script), capture=False),
                      own_session=False, ok_codes=None, what="script", reap=False)
     c, rc = with_owners(out.census, resolve_project(project, os.path.dirname(os.path.abspath(script)))), out.exit_code
     sys.stdout.flush()

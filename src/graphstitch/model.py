@@ -346,6 +346,9 @@ class Census:
     project: str | None = None       # where "your code" is (owner frames); None: project_root
     semantics: str = "default"       # "default" or "fullgraph" (what a fullgraph=True compile would fail on)
     cost: Cost | None = None         # `census --cost`
+    # What the target printed (stdout + stderr, its last 4000 characters) when the census has
+    # an error: a subprocess census captures it instead of letting it scroll past.
+    output: str | None = None
 
     __computed__: ClassVar[tuple[str, ...]] = (
         "schema", "graphstitch_version", "graph_count", "break_site_count", "break_events",

@@ -80,14 +80,16 @@ class Child:
 
     def wait(self, timeout: float | None = None, *, ready: Callable[[], bool] | None = None,
              ok_codes: tuple[int, ...] | None = (0, 2), what: str = "target",
-             reap: bool = True) -> tuple[int, ErrorInfo | None]:
+             reap: bool = True, tick: Callable[[], None] | None = None) -> tuple[int, ErrorInfo | None]:
         """Wait for the process; after TIMEOUT seconds kill its whole tree. With READY, the
         clock starts when ready() first says so (imports done; start-up is not the target's
         time). Returns (exit code, None) or (exit code, an ErrorInfo of kind timeout or
         crash) when it timed out, died from a signal, or exited outside OK_CODES. REAP: kill
-        what it left running when it ended (not for user scripts, as `python` would not)."""
+        what it left running when it ended (not for user scripts, as `python` would not).
+        TICK is called about every 0.2 s while waiting (progress)."""
         started: float | None = None if ready is not None else time.monotonic()
         died: ErrorInfo | None = None
+        ticked = 0.0
         try:
             while self.popen.poll() is None:
                 now = time.monotonic()
@@ -98,6 +100,9 @@ class Child:
                     break
                 if now - self._seen_at > 0.5:
                     self.track()
+                if tick is not None and now - ticked > 0.2:
+                    ticked = now
+                    tick()
                 time.sleep(0.02)
         except KeyboardInterrupt:
             # Killed, not interrupted: a forwarded SIGINT makes the worker print a traceback.

@@ -10,7 +10,6 @@ Graph/break/recompile counts come from a census, never counted here.
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -147,9 +146,9 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 
 def _measure(spec: str, params: dict[str, Any], cache_dir: str, timeout: float | None) -> Measurement:
-    # The target's own prints would repeat once per timed pass: not on our stdout.
+    # The target's own prints (once per timed pass) stay in the worker's output.log.
     out = worker.run(worker.Job(handler="graphstitch.perf.measure:measure_job", spec=spec, params=params),
-                     timeout=timeout, stdout=subprocess.DEVNULL, inductor_cache=cache_dir, own_cache=True)
+                     timeout=timeout, inductor_cache=cache_dir, own_cache=True)
     m = from_trusted(Measurement, out.data) if out.data else Measurement(params["mode"])
     if out.error is not None and m.error is None:
         m.error = out.error

@@ -174,10 +174,26 @@ def census(c: Census, console: Console | None = None, full_stack: bool = False) 
         _, sep, user = c.error.message.partition("from user code:")
         if sep:
             console.print(f"[dim]from user code:\n{escape(user.strip()[:1200])}[/]", soft_wrap=True)
+        if c.output:
+            target_output(c.output, console, lines=20)
 
 
-def fixes(report: FixReport, console: Console | None = None) -> None:
-    """Trials per site, best first, one line each (readable at 80 columns and in CI logs)."""
+def target_output(text: str, console: Console, *, lines: int | None = None, indent: str = "") -> None:
+    """What a target printed (captured in its worker), dimmed and marked as its own: the last
+    LINES lines, or all that was kept."""
+    body = text.rstrip("\n").splitlines()
+    if not body:
+        return
+    cut = len(body) - lines if lines is not None and len(body) > lines else 0
+    more = f", last {lines} lines" if cut else ""
+    console.print(f"{indent}[dim]── the target's own output{more} ──[/]")
+    for ln in body[cut:]:
+        console.print(Text(indent + ln, style="dim"), soft_wrap=True)
+
+
+def fixes(report: FixReport, console: Console | None = None, verbose: bool = False) -> None:
+    """Trials per site, best first, one line each (readable at 80 columns and in CI logs).
+    An errored trial shows the end of its own output (all of it with VERBOSE)."""
     console = console or Console(highlight=False)
     if not report.fixes and not report.no_candidate:
         console.print("[dim]No fix candidates tried.[/]")
@@ -200,6 +216,8 @@ def fixes(report: FixReport, console: Console | None = None) -> None:
                 console.print(f"      [dim]{escape(why)}[/]")
             if f.given_inputs_only:
                 console.print(f"      [dim]no fresh inputs compared: {escape(f.given_inputs_only)}[/]")
+            if f.output:
+                target_output(f.output, console, lines=None if verbose else 6, indent="      ")
             if f.uncovered:
                 console.print(f"      [dim]uncovered (code Dynamo never traced before, now seen): "
                               f"{escape(', '.join(f.uncovered))}[/]")
