@@ -17,7 +17,7 @@ import click
 from rich.console import Console
 
 from . import __version__
-from .model import Census, ErrorKind
+from .model import Census, ErrorKind, gb_text
 from .targets import Options
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_TARGET = 0, 1, 2, 3
@@ -344,10 +344,11 @@ def census(target: str | None, demo: bool, json_path: str | None, sarif_path: st
 
 
 def _show(c: Census, json_path: str | None, sarif_path: str | None = None, markdown_path: str | None = None,
-          html_path: str | None = None, more: Sequence[Callable[[Any], None]] = (), full_stack: bool = False) -> None:
+          html_path: str | None = None, more: Sequence[Callable[[Any], None]] = (), full_stack: bool = False,
+          command: str = "census") -> None:
     """Terminal (plus ``more`` renderers), --json/--html, CI reports, then exit 3 if the target failed."""
     from .render import terminal
-    terminal.census(c, full_stack=full_stack)
+    terminal.census(c, full_stack=full_stack, command=command)
     for render in more:
         render(c)
     _write_outputs(c, json_path, html_path)
@@ -377,12 +378,13 @@ Exit codes:
 @click.option("--max-breaks", type=click.IntRange(min=0), default=None, help="Budget: at most N break sites per target.")
 @click.option("--max-graphs", type=click.IntRange(min=0), default=None, help="Budget: at most N graphs per target.")
 @click.option("--max-recompiles", type=click.IntRange(min=0), default=None, help="Budget: at most N recompiles per target.")
+@click.option("--json", "json_path", type=OUTPUT, help="Also write each target's verdict and census as JSON (schema graphstitch.check/1).")
 @project_option
 @target_options
 @ci_options
 def check(targets: tuple[str, ...], baseline_path: str | None, update: bool, max_breaks: int | None,
-          max_graphs: int | None, max_recompiles: int | None, sarif_path: str | None, markdown_path: str | None,
-          html_path: str | None, **run_opts: Any) -> None:
+          max_graphs: int | None, max_recompiles: int | None, json_path: str | None, sarif_path: str | None,
+          markdown_path: str | None, html_path: str | None, **run_opts: Any) -> None:
     """Fail when TARGETs got worse than the baseline or over budget (a CI gate).
 
     Sites are matched on their identity (GB id + file relative to the project + function +
@@ -396,13 +398,14 @@ def check(targets: tuple[str, ...], baseline_path: str | None, update: bool, max
         Baseline,
         BaselineEntry,
         BaselineError,
+        CheckReport,
         baseline_text,
         compare,
         load_baseline,
         new_baseline,
         pyproject_budgets,
     )
-    from .render import terminal
+    from .render import terminal, write_json
     from .targets import target_key
 
     try:
@@ -444,6 +447,8 @@ def check(targets: tuple[str, ...], baseline_path: str | None, update: bool, max
         c = run_target(spec, **run_opts)
         censuses.append(c)
         if c.error:
+            if json_path:
+                write_json(CheckReport(baseline_path, False, [], dict(zip(targets, censuses))), json_path)
             write_ci_reports(censuses, sarif_path, markdown_path)
             _write_outputs(c, None, html_path, ranks=dict(zip(targets, censuses)))
             fail(f"{spec}: {target_failure(c)}", EXIT_TARGET)
@@ -469,6 +474,8 @@ def check(targets: tuple[str, ...], baseline_path: str | None, update: bool, max
     notes = {v.target: [*(f"warning: {w}" for w in v.warnings), *(f"regression: {r}" for r in v.regressions),
                         *(f"improved: {i}" for i in v.improvements)] for v in results}
     write_ci_reports(censuses, sarif_path, markdown_path, notes)
+    if json_path:
+        write_json(CheckReport(baseline_path, update, results, dict(zip(targets, censuses))), json_path)
     if any(v.improvements for v in results) and all(v.ok for v in results) and not update:
         out.print(f"Improved. Ratchet the baseline: graphstitch check {' '.join(targets)} "
                   f"--baseline {baseline_path} --update")
@@ -694,20 +701,41 @@ def ranks(target_or_args: tuple[str, ...], nproc: int, script: str | None, timeo
 
 
 FIX_HELP = """\b
-Each candidate is a change applied for one run without editing your source: a
-torch._dynamo.config flag, or an escape hatch wrapped at run time around the function
-that holds the break (nonstrict_trace, leaf_function / custom_op with a fake derived from
-an eager run, allow_in_graph, compiler.disable). Every candidate runs as its own census in
-a fresh process. It is VERIFIED only if its site is gone, no new site (a moved break) and
-no new skipped frame appeared, outputs equal eager on the factory's calls and on a fresh
-random input set of the same shapes/dtypes, and what the code prints/logs per call at run
-time is unchanged. Trials use --backend aot_eager by default: it is where allow_in_graph
-and nonstrict_trace drop run-time side effects, as inductor does.
+What fix tries for each break site, in this order (each candidate is its own census in a
+fresh process, on a patched copy of your project; your files are not touched):
+  1. rewrite   source rewrites of the statement that breaks (fix/rules/): .item() kept
+               as a tensor, a data-dependent if -> torch.where / torch.cond, ...
+  2. caller    what does not belong in the compiled region done by its caller and
+               passed in (a generator argument becomes a list the caller builds)
+  3. extract   the breaking statement moved into a helper Dynamo does not trace
+               (nonstrict_trace)
+  then, only for the sites none of those fixed:
+  4. split     a region split: the function's parts compiled apart, glue eager
+  5. config    a torch._dynamo.config flag (capture_scalar_outputs, ..., the two
+               data-dependence flags together; reorderable_logging_functions)
+  6. hatch     a wrapper on the function that holds the break: nonstrict_trace and
+               compiler.disable (leaf_function, custom_op, allow_in_graph only when
+               named with --candidate: reported, never written)
+  7. upstream  a verified patch to a file outside your project (a library's): printed
+               by --diff as a patch to send, never written
+A candidate is VERIFIED only if its site is gone, no new site (a moved break) and no new
+skipped frame appeared, outputs equal eager on the factory's calls and on a fresh random
+input set, and what the code prints/logs/warns/writes per call is unchanged. Trials use
+--backend aot_eager by default: there side effects vanish as under inductor.
+"""
+
+FIX_EXIT_HELP = """\b
+Exit codes:
+  0  ran (with or without graph breaks or verified fixes)
+  1  --diff/--apply: nothing verified to write, the write was refused, or the patched
+     copy did not re-verify
+  2  usage error, bad target, a report path refused, or --apply on a read-only target
+     file (all before anything runs)
+  3  the target itself failed (exception, crash, timeout); --json is still written
 """
 
 
-@main.command(epilog=FIX_HELP + "\n" + TARGET_HELP + "\n" + EXIT_CODES_HELP.replace(
-    "  3  the target", "  1  --apply: nothing verified to apply, refused, or re-verification failed\n  3  the target"))
+@main.command(epilog=FIX_HELP + "\n" + TARGET_HELP + "\n" + FIX_EXIT_HELP)
 @click.argument("target")
 @click.option("--json", "json_path", type=OUTPUT, help="Write the census with advice and fixes[] as JSON.")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help="Trials in parallel (default: CPU cores).")
@@ -769,7 +797,8 @@ def fix(target: str, json_path: str | None, jobs: int | None, backend: str, site
     with progress_line(f"fix {target}") as progress:
         report = run_fix(target, opts, jobs=jobs, timeout=timeout or None, kinds=set(kinds) or WRITTEN_KINDS,
                          project_root=ws.project, progress=progress,
-                         only=(lambda s: site_filter in f"{s.gb_id} {s.id.path}:{s.line}") if site_filter else None)
+                         only=(lambda s: site_filter in f"{s.gb_id} {s.id.path}:{s.line}"
+                               or site_filter in f"{gb_text(s.gb_id)} {s.id.path}:{s.line}") if site_filter else None)
     if report.error and report.error.kind is ErrorKind.TARGET:
         fail(report.error.message)
     with_owners(report, mine)
@@ -778,7 +807,7 @@ def fix(target: str, json_path: str | None, jobs: int | None, backend: str, site
         from .fix.measure import measure_fixes
         measure_fixes(report, target, opts, timeout=timeout or None)
         more += (terminal.measures,)
-    _show(report, json_path, html_path=html_path, more=more)
+    _show(report, json_path, html_path=html_path, more=more, command="fix")
     if show_diff or do_apply:
         msg, ok = apply_best(report, ws, opts, write=do_apply, timeout=timeout or None)
         if not ok:
@@ -863,7 +892,7 @@ def trace(path: str, rank: int | None, json_path: str | None, html_path: str | N
                           f"break events {c.break_events} · recompile causes {len(c.recompiles)}")
         console.print(f"[dim]showing rank {next(r for r, c in censuses.items() if c is shown)} "
                       f"(--rank N for another)[/]\n")
-    terminal.census(shown, console)
+    terminal.census(shown, console, command="trace", fullgraph_flag=False)
     missing = sorted({s.file for s in shown.sites if source_context(s.file, s.line, 0) is None})
     if missing:
         console.print(f"[dim]source not available on this machine for: {', '.join(missing)} "
@@ -924,7 +953,11 @@ def run(json_path: str | None, html_path: str | None, project: str | None, scrip
     sys.stderr.flush()
     console = Console(highlight=False)
     console.print()
-    terminal.census(c, console)
+    import shlex
+
+    from .advice import advise
+    advise(c, rerun=" ".join(shlex.quote(a) for a in ("graphstitch", "run", script, *args)))
+    terminal.census(c, console, command="run", fullgraph_flag=False)
     if not c.frames:
         console.print("[dim]Nothing was compiled in the script's own process. Compiles in processes it "
                       "starts (mp.spawn, torchrun) are not seen here: run it with TORCH_TRACE=DIR and "

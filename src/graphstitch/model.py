@@ -21,7 +21,12 @@ from . import __version__
 
 SCHEMA = "graphstitch.census/2"
 LOOP_GB = "GB7000"  # "graph break in loop": Dynamo skips the whole frame
-UNKNOWN_GB = "GB????"
+UNKNOWN_GB = "GB????"   # in identities and JSON; people read gb_text()
+
+
+def gb_text(gb_id: str) -> str:
+    """A GB id as people read it: a break report without one says so in words."""
+    return "no GB id" if gb_id == UNKNOWN_GB else gb_id
 
 
 def normalize_code(code: str) -> str:

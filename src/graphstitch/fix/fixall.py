@@ -26,7 +26,7 @@ from ..model import Census, Site
 from ..paths import in_project, short_path
 from ..targets import Options, Patches, target_file
 from .candidates import DATA_FLAGS, Candidate, both_data_flags, candidates
-from .patches import WRITABLE_KINDS, patch_text, plan_patch, write_files
+from .patches import WRITABLE_KINDS, count_kinds, patch_text, plan_patch, write_files
 from .rules import Rewrite, proposals
 from .trials import Counts, Fix, evaluate, new_breaks, outputs_proved, rank, uncovered, untraced_code
 from .workspace import Workspace
@@ -227,7 +227,6 @@ def apply_all(result: FixAll, files: dict[str, str], ws: Workspace, opts: Option
     why, ok = write_files(files, result.source_sha256, ws.project, check)
     if not ok:
         return why or "not applied", False
-    kinds = sorted({s.strategy for s in result.steps})
-    return (f"applied {len(result.steps)} verified patch(es) ({', '.join(kinds)}) to "
+    return (f"applied {count_kinds([s.strategy for s in result.steps])}, verified together, to "
             + ", ".join(short_path(p) for p in files) + f" ({why})"), True
 
