@@ -7,6 +7,7 @@ at 80 columns and in CI logs. Nothing here counts or matches anything itself.
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
@@ -14,17 +15,19 @@ from rich.table import Table
 from rich.text import Text
 
 from ..costs import cost_for
-from ..fix import FixReport
-from ..fix.fixall import FixAll
-from ..gate import Verdict
-from ..guards import GuardReport
 from ..model import Census, Site, gb_text
 from ..owners import chain_text, group_line
 from ..paths import is_internal, short_path
-from ..perf import PerfResult, failed
-from ..perf.timing import LatencyStats
-from ..ranks import RankComparison
 from ..ranks.compare import fmt_ranks
+
+if TYPE_CHECKING:   # types only: importing fix (libcst) or perf here costs every `trace` ~0.4 s and 20 MB
+    from ..fix import FixReport
+    from ..fix.fixall import FixAll
+    from ..gate import Verdict
+    from ..guards import GuardReport
+    from ..perf import PerfResult
+    from ..perf.timing import LatencyStats
+    from ..ranks import RankComparison
 
 
 def _yes_no(v: bool | None) -> str:
@@ -365,6 +368,7 @@ def perf(result: PerfResult, console: Console | None = None) -> None:
         con.print(f"regional vs whole: latency {_fmt(r.regional_vs_whole_latency, '×')}, cold compile "
                   f"{_fmt(r.regional_vs_whole_compile_cold, '×')}, warm compile "
                   f"{_fmt(r.regional_vs_whole_compile_warm, '×')} (>1: regional better) — [bold]{w.summary}[/]")
+    from ..perf import failed
     err = failed(result)
     if err:
         con.print(f"[red]{err.side} failed ({err.error.kind.value}): {escape(err.error.headline)}[/]")
