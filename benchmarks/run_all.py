@@ -174,7 +174,8 @@ def main() -> None:
         print(f"   {results[-1]['status']}" + (f": {results[-1]['note']}" if results[-1].get("note") else ""), flush=True)
     order = {n: i for i, n in enumerate(known)}
     results.sort(key=lambda r: order.get(r["benchmark"], len(order)))
-    vs = compare_with_readme(results, readme_numbers(), args.tolerance)
+    # Only what ran now: rows kept from an earlier results.json are not new measurements.
+    vs = compare_with_readme([r for r in results if r["benchmark"] in names], readme_numbers(), args.tolerance)
     atomic_write(HERE / "results.json", json.dumps({"meta": meta, "results": results, "vs_readme": vs}, indent=2) + "\n")
     atomic_write(HERE / "results.md", markdown(results, meta))
     print((HERE / "results.md").read_text())
