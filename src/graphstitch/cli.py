@@ -29,9 +29,11 @@ TIMEOUT_HELP = f"[default: {DEFAULT_TIMEOUT:g}; 0: no limit]"
 EXIT_CODES_HELP = """\b
 Exit codes:
   0  ran (with or without graph breaks)
-  2  usage error or bad target (missing file/factory, import error, wrong factory shape)
+  2  usage error or bad target (missing file/factory, import error, wrong factory shape),
+     or a report path refused (missing folder, unwritable, two options on one file)
   3  the target itself failed (exception, crash, timeout); the partial census is still
      written to --json
+  129/130/143  stopped by SIGHUP / SIGINT (Ctrl-C) / SIGTERM: every worker killed, temp files removed
 """
 
 TARGET_HELP = """\b
@@ -367,6 +369,7 @@ Exit codes:
   2  usage error, bad target, or a missing/unreadable/corrupt baseline (never rewritten
      without --update)
   3  a target failed while running (the baseline is not written)
+  129/130/143  stopped by SIGHUP / SIGINT (Ctrl-C) / SIGTERM: every worker killed, temp files removed
 """
 
 
@@ -579,6 +582,7 @@ Exit codes:
   0  measured (with or without graph breaks)
   2  usage error, bad target, or no repeated blocks for --regional/--block
   3  the target failed (eager or compiled error, crash, timeout); --json still written
+  129/130/143  stopped by SIGHUP / SIGINT (Ctrl-C) / SIGTERM: every worker killed, temp files removed
 """
 
 
@@ -645,6 +649,7 @@ Exit codes:
   2  usage error or bad target
   3  a rank failed (exception, crash, or still running at --timeout); the other ranks'
      censuses are still compared and written to --json
+  129/130/143  stopped by SIGHUP / SIGINT (Ctrl-C) / SIGTERM: every worker killed, temp files removed
 """
 
 
@@ -732,6 +737,7 @@ Exit codes:
   2  usage error, bad target, a report path refused, or --apply on a read-only target
      file (all before anything runs)
   3  the target itself failed (exception, crash, timeout); --json is still written
+  129/130/143  stopped by SIGHUP / SIGINT (Ctrl-C) / SIGTERM: every worker killed, temp files removed
 """
 
 
@@ -854,6 +860,7 @@ Exit codes:
   1  several ranks, and they diverge (as `graphstitch ranks` reports it)
   2  PATH missing, holds no TORCH_TRACE logs, no record could be read, or no Dynamo
      compile is in it (an export / AOTInductor-only log)
+  129/130/143  stopped by SIGHUP / SIGINT (Ctrl-C) / SIGTERM: every worker killed, temp files removed
 """
 
 
@@ -919,6 +926,7 @@ Exit codes:
   the script's own exit code (0 when it ends normally, 1 after an uncaught exception,
   128+N when it is killed by signal N); 2 when SCRIPT does not exist.
   The census is printed (and written) in every case, also after a crash.
+  129/130/143  stopped by SIGHUP / SIGINT (Ctrl-C) / SIGTERM: every worker killed, temp files removed
 """
 
 
@@ -990,6 +998,7 @@ Exit codes:
   0  the sweep ran (whatever the targets' statuses)
   1  --gate: a regression against --compare (or an improvement, with --fail-on-improvement)
   2  usage error: unknown source, bad --shard, --out exists without --resume, unreadable file
+  129/130/143  stopped by SIGHUP / SIGINT (Ctrl-C) / SIGTERM: every worker killed, temp files removed
 """
 
 
