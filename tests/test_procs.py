@@ -122,14 +122,19 @@ def test_a_signal_ends_graphstitch_and_every_worker_and_temp_folder(tmp_path, si
     env = dict(os.environ, TMPDIR=str(tmp), GS_TEST_MARK=str(mark))
     p = subprocess.Popen([PY, "-m", "graphstitch", "census", f"{tmp_path}/hang.py:factory"], env=env,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 240
-    while not mark.exists() and time.monotonic() < deadline and p.poll() is None:
-        time.sleep(0.2)
-    assert mark.exists(), "the target's factory is running"
-    tree = psutil.Process(p.pid).children(recursive=True)
-    assert tree and any(t.name.startswith("graphstitch-job-") for t in tmp.iterdir())
-    p.send_signal(sig)
-    out, err = p.communicate(timeout=60)
+    try:
+        deadline = time.monotonic() + 240
+        while not mark.exists() and time.monotonic() < deadline and p.poll() is None:
+            time.sleep(0.2)
+        assert mark.exists(), "the target's factory is running"
+        tree = psutil.Process(p.pid).children(recursive=True)
+        assert tree and any(t.name.startswith("graphstitch-job-") for t in tmp.iterdir())
+        p.send_signal(sig)
+        out, err = p.communicate(timeout=60)
+    finally:   # a failed assertion above must not leave the hanging run behind
+        if p.poll() is None:
+            p.terminate()
+            p.wait(60)
     assert p.returncode == code, err
     _, alive = psutil.wait_procs(tree, timeout=10)
     assert not alive, f"workers left running: {alive}"
