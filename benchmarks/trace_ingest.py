@@ -1,6 +1,6 @@
 """Trace ingestion: `graphstitch trace` vs `tlparse` on one large multi-rank TORCH_TRACE corpus.
 
-    python benchmarks/trace_ingest.py [--mb 100] [--ranks 2] [--repeats 5] [--keep DIR]
+    python benchmarks/trace_ingest.py [--mb 100] [--ranks 2] [--repeats 5] [--keep DIR] [--json FILE]
 
 Builds the corpus in a temp dir (never committed) by running real targets repeatedly under
 TORCH_TRACE in RANKS gloo processes (Dynamo reset between rounds, so every round compiles
@@ -12,12 +12,14 @@ Then it times both tools on the same directory, alternating, in one run:
   tlparse:     `tlparse DIR --all-ranks-html --no-browser --overwrite -o TMP` (its least output
                for a multi-rank directory; it cannot read a directory otherwise)
 Prints the median time ratio and graphstitch's peak RSS on half the corpus and on all of it
-(flat memory: the two should be about equal).
+(flat memory: the two should be about equal). Without tlparse (`pip install tlparse`) only
+graphstitch is timed. `--json FILE` writes the rows `run_all.py` keeps and compares.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -98,13 +100,15 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--real-mb", type=float, default=4, help="MB per rank written by real compiles")
     ap.add_argument("--keep", help="build (or reuse) the corpus here instead of a temp dir")
+    ap.add_argument("--json", help="write the measured rows here (for run_all.py)")
     ap.add_argument("--spawn-ranks", nargs=3, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.spawn_ranks:
         return _spawn_ranks(a.spawn_ranks[0], float(a.spawn_ranks[1]), int(a.spawn_ranks[2]))
-    tlparse = shutil.which("tlparse") or str(Path(sys.executable).with_name("tlparse"))
-    if not os.path.exists(tlparse):
-        raise SystemExit("tlparse not found: pip install tlparse")
+    tlparse: str | None = shutil.which("tlparse") or str(Path(sys.executable).with_name("tlparse"))
+    if not os.path.exists(str(tlparse)):
+        print("tlparse not found (pip install tlparse): timing graphstitch alone")
+        tlparse = None
     tmp = Path(tempfile.mkdtemp(prefix="gs-ingest-"))
     try:
         corpus = Path(a.keep) if a.keep else tmp / "corpus"
@@ -122,22 +126,38 @@ def main() -> None:
 
         env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
         gs = [sys.executable, "-m", "graphstitch", "trace"]
-        tl = [tlparse, "--all-ranks-html", "--no-browser", "--overwrite", "-o", str(tmp / "tl_out")]
-        g_times, t_times, rss = [], [], []
+        tl = [str(tlparse), "--all-ranks-html", "--no-browser", "--overwrite", "-o", str(tmp / "tl_out")]
+        g_times: list[float] = []
+        t_times: list[float] = []
+        rss: list[int] = []
         for i in range(a.repeats):  # alternate, so load on the machine hits both alike
-            order = [("gs", gs + [str(corpus)]), ("tl", tl[:1] + [str(corpus)] + tl[1:])]
+            order = [("gs", gs + [str(corpus)])] + ([("tl", tl[:1] + [str(corpus)] + tl[1:])] if tlparse else [])
             for name, cmd in (order if i % 2 == 0 else order[::-1]):
                 dt, peak = timed(cmd, env)
                 (g_times if name == "gs" else t_times).append(dt)
                 if name == "gs":
                     rss.append(peak)
         _, rss_half = timed(gs + [str(half)], env)
-        g, t = statistics.median(g_times), statistics.median(t_times)
-        print(f"graphstitch trace: median {g:.2f} s  ({', '.join(f'{x:.2f}' for x in g_times)})")
-        print(f"tlparse:           median {t:.2f} s  ({', '.join(f'{x:.2f}' for x in t_times)})")
-        print(f"time ratio graphstitch/tlparse: {g / t:.2f}x  (goal <= 1.0)")
+        g = statistics.median(g_times)
+        print(f"graphstitch trace: median {g:.2f} s  ({', '.join(f'{x:.2f}' for x in g_times)})"
+              f"  = {size / g:.0f} MB/s")
+        rows = [{"name": f"graphstitch trace throughput ({size:.0f} MB, {a.ranks} ranks)", "value": size / g,
+                 "unit": " MB/s", "better": "higher"}]
+        if t_times:
+            t = statistics.median(t_times)
+            print(f"tlparse:           median {t:.2f} s  ({', '.join(f'{x:.2f}' for x in t_times)})")
+            print(f"time ratio graphstitch/tlparse: {g / t:.2f}x  (goal <= 1.0)")
+            rows.insert(0, {"name": "graphstitch / tlparse time", "value": g / t, "unit": "×", "goal": "<= 1.0",
+                            "met": g / t <= 1.0})
         print(f"graphstitch peak RSS: {max(rss)} MB on {size:.0f} MB; {rss_half} MB on one rank "
               f"({files[0].stat().st_size / 1e6:.0f} MB)")
+        rows += [{"name": "graphstitch trace peak RSS", "value": float(max(rss)), "unit": " MB", "goal": "<= 40",
+                  "met": max(rss) <= 40},
+                 {"name": "peak RSS, all ranks / one rank (flat: ~1)", "value": max(rss) / rss_half, "unit": "×",
+                  "goal": "<= 1.1", "met": max(rss) / rss_half <= 1.1}]
+        if a.json:
+            Path(a.json).write_text(json.dumps({"rows": rows, "corpus_mb": size, "ranks": a.ranks,
+                                                "graphstitch_s": g_times, "tlparse_s": t_times}, indent=2))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -64,7 +64,7 @@ def test_package_project_fix_all_apply_lands_in_the_package_and_the_users_script
                                                                         ("rewrite", "item-keep-tensor")]
     assert result["uncovered"] == [f"GB0124 mypkg/model.py:{item_line}"]
     assert result["verified"] and result["remaining"] == []
-    assert "applied 2 verified patch(es) (rewrite) to mypkg/layers.py, mypkg/model.py" in r.stdout
+    assert "applied 2 rewrites, verified together, to mypkg/layers.py, mypkg/model.py" in r.stdout
     # the patches are in the package the user's code imports; the factory and script untouched
     assert "torch._higher_order_ops.print(" in layers.read_text() and ".item()" not in model.read_text()
     assert all(p.read_text() == text for p, text in before.items())

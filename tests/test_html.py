@@ -221,7 +221,7 @@ def test_run_keeps_argv_exit_code_and_output(tmp_path):
     r = _run(tmp_path, str(TARGETS / "tr_mixed.py"), "7", "--not-ours")
     assert r.returncode == 7, r.stderr[-2000:]
     assert "script done argv=['7', '--not-ours']" in r.stdout  # its own argv, its stdout passed through
-    assert r.stdout.index("script done") < r.stdout.index("graphstitch census")
+    assert r.stdout.index("script done") < r.stdout.index("graphstitch run")
     d = assert_valid("census", json.loads((tmp_path / "r.json").read_text()))
     assert [(s["gb_id"], s["line"]) for s in d["sites"]] == [
         ("GB0059", marked_line(TARGETS / "tr_mixed.py", "TR_NESTED")),

@@ -3,11 +3,13 @@ are named; and the one worker protocol (job folder in; ready, records, result ou
 
 import os
 import signal
+import subprocess
 import sys
 import textwrap
 import time
 
 import psutil
+import pytest
 
 from graphstitch import procs, worker
 from graphstitch.model import ErrorKind
@@ -96,3 +98,47 @@ def test_worker_protocol_ready_records_result(tmp_path):
     assert out.finished and out.census.error is None
     (s,) = out.census.sites
     assert (s.gb_id, s.id.path, s.line) == ("GB0059", "t.py", 5)
+
+
+HANGING = """
+import os, time
+import torch
+
+def factory():
+    open(os.environ["GS_TEST_MARK"], "w").close()
+    time.sleep(100000)
+    return (lambda x: x + 1), (torch.ones(2),), {}
+"""
+
+
+@pytest.mark.parametrize("sig,code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_signal_ends_graphstitch_and_every_worker_and_temp_folder(tmp_path, sig, code):
+    """A CI cancel (SIGTERM) or Ctrl-C (SIGINT) of a census on a target that hangs: the worker
+    (its own session) dies with us, the job folder goes, one line and 128+N, no traceback."""
+    (tmp_path / "hang.py").write_text(HANGING)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    mark = tmp_path / "mark"
+    env = dict(os.environ, TMPDIR=str(tmp), GS_TEST_MARK=str(mark))
+    p = subprocess.Popen([PY, "-m", "graphstitch", "census", f"{tmp_path}/hang.py:factory"], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 240
+        while not mark.exists() and time.monotonic() < deadline and p.poll() is None:
+            time.sleep(0.2)
+        assert mark.exists(), "the target's factory is running"
+        tree = psutil.Process(p.pid).children(recursive=True)
+        assert tree and any(t.name.startswith("graphstitch-job-") for t in tmp.iterdir())
+        p.send_signal(sig)
+        out, err = p.communicate(timeout=60)
+    finally:   # a failed assertion above must not leave the hanging run behind
+        if p.poll() is None:
+            p.terminate()
+            p.wait(60)
+    assert p.returncode == code, err
+    _, alive = psutil.wait_procs(tree, timeout=10)
+    assert not alive, f"workers left running: {alive}"
+    assert not list(tmp.iterdir()), "temp folders left behind"
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "stopped by" in lines[0] and signal.Signals(sig).name in lines[0], err
+    assert "Traceback" not in out + err

@@ -14,7 +14,7 @@ import shlex
 from typing import Any
 
 from .analysis import gb_registry
-from .model import Advice, Census, NextStep, RecompileCause, Site
+from .model import Advice, Census, NextStep, RecompileCause, Site, gb_text
 from .paths import is_internal, is_library
 
 # Strategy families, in the words the advice shows.
@@ -291,8 +291,9 @@ NEXT = {
 }
 
 
-def next_step_for(site: Site, target: str | None) -> NextStep:
-    """One recommended action and the command that proves it (`graphstitch fix` verifies it)."""
+def next_step_for(site: Site, target: str | None, rerun: str | None = None) -> NextStep:
+    """One recommended action and the command that proves it (`graphstitch fix` verifies it).
+    RERUN: the command that made this census when it has no TARGET to fix (`run SCRIPT`)."""
     book = PLAYBOOKS.get(site.gb_id)
     owner = site.owner
     at = (f"{owner.owner.name}() at {os.path.basename(owner.owner.file)}:{owner.owner.line}"
@@ -308,12 +309,14 @@ def next_step_for(site: Site, target: str | None) -> NextStep:
         action = f"In {at}: {STRATEGIES[fam]}"
     if owner is not None and owner.chain:
         action += f" (the break itself is in {os.path.basename(site.file)}:{site.line}, library code it calls)"
+    if rerun is not None:   # a script: fix needs a factory; running it again proves the edit
+        return NextStep(action + "; then the census shows the site gone", rerun, DIFFERS.get(site.gb_id, ""))
     spec = shlex.quote(target or "TARGET")
     # `fix` can try something only for a config flag, or a wrapper on a function called
     # from the compiled one (fix/candidates.py: the compiled entry itself is never wrapped).
     # A break directly in the compiled function is an edit; a census after it proves it.
     if site.nesting_depth > 1 or fam in ("config", "print_hop"):
-        selector = f"{site.gb_id} {site.id.path}:{site.line}"
+        selector = f"{gb_text(site.gb_id)} {site.id.path}:{site.line}"
         command = f"graphstitch fix {spec} --site {shlex.quote(selector)}"
     else:
         command = f"graphstitch census {spec}"
@@ -321,12 +324,12 @@ def next_step_for(site: Site, target: str | None) -> NextStep:
     return NextStep(action, command, DIFFERS.get(site.gb_id, ""))
 
 
-def advise(census: Census) -> Census:
+def advise(census: Census, rerun: str | None = None) -> Census:
     """Fill ``Site.advice``, ``Site.next_step`` and ``RecompileCause.advice`` (every output
-    shows them)."""
+    shows them). RERUN: see next_step_for."""
     for s in census.sites:
         s.advice = advice_for(s)
-        s.next_step = next_step_for(s, census.target)
+        s.next_step = next_step_for(s, census.target, rerun)
     for r in census.recompiles:
         r.advice = cause_advice(r)
     return census

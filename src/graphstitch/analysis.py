@@ -186,6 +186,9 @@ class _Collected:
     cost: dict[str, Any] | None = None   # `census --cost` samples (a graphstitch run record)
     errors: dict[str, FrameError] = field(default_factory=dict)
     spans: dict[str, coverage.FrameSpan | None] = field(default_factory=dict)
+    # One copy of each guard tree text: a long or restarted job compiles the same frames again
+    # and again, and keeping a copy per compile made memory grow with the log.
+    texts: dict[str, str] = field(default_factory=dict)
 
     def located(self, cid: str) -> StackFrame | None:
         m = self.metrics.get(cid)
@@ -289,7 +292,7 @@ def _collect(events: Iterable[object], c: Census) -> _Collected:
         elif isinstance(ev, RecompileReasons):
             col.recompiles.append(ev)
         elif isinstance(ev, Guards):
-            c.guards[ev.compile_id] = ev.text
+            c.guards[ev.compile_id] = col.texts.setdefault(ev.text, ev.text)
         elif isinstance(ev, RunInfo):
             _apply_run_info(c, ev.data)
             if isinstance(ev.data.get("cost_samples"), dict):

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 
-from .model import Census, Graph, RecompileCause, Site, SiteId, SkippedFrame, Untraced
+from .model import Census, Graph, RecompileCause, Site, SiteId, SkippedFrame, Untraced, gb_text
 
 
 @dataclass
@@ -155,4 +155,4 @@ def _first_difference(a: Sequence[object], b: Sequence[object]) -> int | None:
 
 def site_label(sid: SiteId, line: int) -> str:
     """How a site is named in messages: GB id, identity path and the current line."""
-    return f"{sid.gb_id} {sid.path}:{line}"
+    return f"{gb_text(sid.gb_id)} {sid.path}:{line}"

@@ -7,26 +7,33 @@ imported, so a usage error answers at once.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NoReturn
 
 import click
 from rich.console import Console
 
 from . import __version__
-from .model import Census, ErrorKind
+from .model import Census, ErrorKind, gb_text
 from .targets import Options
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_TARGET = 0, 1, 2, 3
 
+# Every command that runs a target stops it after this long unless told otherwise (0: never).
+DEFAULT_TIMEOUT = 600.0
+TIMEOUT_HELP = f"[default: {DEFAULT_TIMEOUT:g}; 0: no limit]"
+
 EXIT_CODES_HELP = """\b
 Exit codes:
   0  ran (with or without graph breaks)
-  2  usage error or bad target (missing file/factory, import error, wrong factory shape)
+  2  usage error or bad target (missing file/factory, import error, wrong factory shape),
+     or a report path refused (missing folder, unwritable, two options on one file)
   3  the target itself failed (exception, crash, timeout); the partial census is still
      written to --json
+  129/130/143  stopped by SIGHUP / SIGINT (Ctrl-C) / SIGTERM: every worker killed, temp files removed
 """
 
 TARGET_HELP = """\b
@@ -58,6 +65,48 @@ class _Output(click.Path):
 OUTPUT = _Output()
 
 
+def check_outputs(named: list[tuple[str, str]], create_dirs: bool) -> None:
+    """Every report path of a command, before anything runs (exit 2, one line): two options
+    on one file, a missing folder (made only with --create-dirs), a folder that cannot take
+    the file. NAMED: (option, path)."""
+    from .files import WriteRefused, check_folder
+    seen: dict[str, str] = {}
+    for opt, path in named:
+        real = os.path.realpath(path)
+        if real in seen:
+            fail(f"{seen[real]} and {opt} are both {path}: give each report its own file")
+        seen[real] = opt
+        folder = os.path.dirname(real)
+        if create_dirs and not os.path.exists(folder):
+            try:
+                os.makedirs(folder)
+            except OSError as e:
+                fail(f"{opt} {path}: cannot create folder {folder} ({e.strerror})")
+        try:
+            check_folder(folder)
+        except WriteRefused as e:
+            hint = " (--create-dirs makes it)" if not os.path.exists(folder) else ""
+            fail(f"{opt} {path}: {e}{hint}")
+
+
+class _Cmd(click.Command):
+    """A command whose report paths (options of type OUTPUT) are all checked together before
+    it runs, with --create-dirs to make their folders."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if any(isinstance(p.type, _Output) for p in self.params):
+            self.params.append(click.Option(["--create-dirs"], is_flag=True,
+                                            help="Create missing folders of report paths (otherwise refused, exit 2)."))
+
+    def invoke(self, ctx: click.Context) -> Any:
+        create = bool(ctx.params.pop("create_dirs", False))
+        named = [(p.opts[0], str(ctx.params[p.name])) for p in self.params
+                 if isinstance(p.type, _Output) and p.name and ctx.params.get(p.name)]
+        check_outputs(named, create)
+        return super().invoke(ctx)
+
+
 def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     """One clear line on stderr and a documented exit code; never a traceback."""
     from rich.markup import escape
@@ -67,10 +116,15 @@ def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
 
 
 class _Group(click.Group):
+    command_class = _Cmd
+
     def invoke(self, ctx: click.Context) -> Any:
         from .files import WriteRefused
+        from .procs import own_signals
+        # A signal that ends us (CI cancel, `timeout`, Ctrl-C, SIGHUP) ends every worker too.
         try:
-            return super().invoke(ctx)
+            with own_signals(lambda line: err_console.print(f"[bold red]{line}[/]", markup=True, soft_wrap=True)):
+                return super().invoke(ctx)
         except WriteRefused as e:  # any report/baseline/source write refused: one line, exit 2
             fail(str(e))
 
@@ -113,8 +167,11 @@ def target_options(f: Callable[..., Any]) -> Callable[..., Any]:
     """compile_options plus where the target runs."""
     opts = [
         compile_options,
-        click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, help="Kill the target after S seconds (exit 3)."),
+        click.option("--timeout", type=click.FloatRange(min=0), default=None,
+                     help=f"Kill the target after S seconds, counted from the worker's start-up (exit 3). {TIMEOUT_HELP}"),
         click.option("--in-process", is_flag=True, help="Run the target in this process instead of a fresh subprocess (no crash isolation, no --timeout)."),
+        click.option("-v", "--verbose", is_flag=True, help="Also show the target's own output and warnings "
+                     "(captured per worker; shown anyway when the target fails)."),
     ]
     for o in reversed(opts):
         f = o(f)
@@ -176,13 +233,41 @@ def check_target(spec: str) -> None:
         fail(str(e))
 
 
+def resolve_timeout(timeout: float | None, in_process: bool = False) -> float | None:
+    """--timeout as given (0: no limit), else the default, except in this process (no limit)."""
+    if timeout is None:
+        return None if in_process else DEFAULT_TIMEOUT
+    return timeout or None
+
+
+@contextlib.contextmanager
+def progress_line(label: str) -> Iterator[Callable[[str], None] | None]:
+    """On a terminal, one transient line on stderr (spinner, LABEL: phase, elapsed) fed by the
+    callback yielded; piped or in CI logs: nothing (None)."""
+    if not err_console.is_terminal:
+        yield None
+        return
+    where, colon, name = label.rpartition(":")
+    if colon and os.sep in where:   # a long path would push the phase off the line
+        label = f"{where.rsplit(' ', 1)[0]} {os.path.basename(where)}:{name}" if " " in where else \
+            f"{os.path.basename(where)}:{name}"
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    # Plain text: "x.py:factory:" is neither markup nor an emoji code.
+    with Progress(SpinnerColumn(), TextColumn("{task.description}", markup=False), TimeElapsedColumn(),
+                  console=err_console, transient=True) as bar:
+        task = bar.add_task(label)
+        yield lambda text: bar.update(task, description=f"{label}: {text}")
+
+
 def run_target(spec: str, *, timeout: float | None, in_process: bool, project: str | None = None,
-               cost: bool = False, fullgraph_semantics: bool = False, **compile_opts: Any) -> Census:
+               cost: bool = False, fullgraph_semantics: bool = False, verbose: bool = False,
+               **compile_opts: Any) -> Census:
     """Census of one target with the shared options. A bad target exits 2 here; a target
     that failed while running comes back with ``census.error`` set. ``cost``: also time
     each compiled region and eager gap of warm calls (perf/gaps.py)."""
     if in_process and timeout:
         fail("--timeout needs the subprocess runner; drop --in-process")
+    timeout = resolve_timeout(timeout, in_process)
     check_target(spec)
     from .targets import target_root
     opts = make_options(**compile_opts)
@@ -204,7 +289,12 @@ def run_target(spec: str, *, timeout: float | None, in_process: bool, project: s
     job = Job(spec=spec, options=opts, project_root=root)
     if cost:
         job.handler = "graphstitch.perf.gaps:cost_job"
-    c = run_job(job, timeout=timeout).census
+    with progress_line(f"census {spec}") as progress:
+        out = run_job(job, timeout=timeout, progress=progress)
+    c = out.census
+    if verbose and c.output is None:   # a failed census shows its output itself
+        from .render import terminal
+        terminal.target_output(out.output, err_console)
     if c.error and c.error.kind is ErrorKind.TARGET:
         fail(c.error.message)
     return with_owners(c, mine)
@@ -256,10 +346,11 @@ def census(target: str | None, demo: bool, json_path: str | None, sarif_path: st
 
 
 def _show(c: Census, json_path: str | None, sarif_path: str | None = None, markdown_path: str | None = None,
-          html_path: str | None = None, more: Sequence[Callable[[Any], None]] = (), full_stack: bool = False) -> None:
+          html_path: str | None = None, more: Sequence[Callable[[Any], None]] = (), full_stack: bool = False,
+          command: str = "census") -> None:
     """Terminal (plus ``more`` renderers), --json/--html, CI reports, then exit 3 if the target failed."""
     from .render import terminal
-    terminal.census(c, full_stack=full_stack)
+    terminal.census(c, full_stack=full_stack, command=command)
     for render in more:
         render(c)
     _write_outputs(c, json_path, html_path)
@@ -280,6 +371,7 @@ Exit codes:
   2  usage error, bad target, or a missing/unreadable/corrupt baseline (never rewritten
      without --update)
   3  a target failed while running (the baseline is not written)
+  129/130/143  stopped by SIGHUP / SIGINT (Ctrl-C) / SIGTERM: every worker killed, temp files removed
 """
 
 
@@ -294,11 +386,13 @@ Exit codes:
 @click.option("--strict", is_flag=True,
               help="Fail (exit 1) on 'unknown' too: code Dynamo never traced changed or is new, so the gate "
                    "cannot tell whether it breaks.")
+@click.option("--json", "json_path", type=OUTPUT, help="Also write each target's verdict and census as JSON (schema graphstitch.check/1).")
 @project_option
 @target_options
 @ci_options
 def check(targets: tuple[str, ...], baseline_path: str | None, update: bool, max_breaks: int | None,
-          max_graphs: int | None, max_recompiles: int | None, strict: bool, sarif_path: str | None,
+          max_graphs: int | None, max_recompiles: int | None, strict: bool, json_path: str | None,
+          sarif_path: str | None,
           markdown_path: str | None, html_path: str | None, **run_opts: Any) -> None:
     """Fail when TARGETs got worse than the baseline or over budget (a CI gate).
 
@@ -316,13 +410,14 @@ def check(targets: tuple[str, ...], baseline_path: str | None, update: bool, max
         Baseline,
         BaselineEntry,
         BaselineError,
+        CheckReport,
         baseline_text,
         compare,
         load_baseline,
         new_baseline,
         pyproject_budgets,
     )
-    from .render import terminal
+    from .render import terminal, write_json
     from .targets import target_key
 
     try:
@@ -333,6 +428,13 @@ def check(targets: tuple[str, ...], baseline_path: str | None, update: bool, max
                                       ("max_recompiles", max_recompiles)) if v is not None})
     if update and not baseline_path:
         fail("--update needs --baseline FILE")
+    if update and baseline_path:  # before the censuses, not after them
+        check_outputs([("--baseline", baseline_path)], create_dirs=False)
+        from .files import check_writable
+        try:
+            check_writable(baseline_path)
+        except WriteRefused as e:
+            fail(str(e))
     if not baseline_path and not budgets:
         fail("nothing to check against: give --baseline FILE and/or a budget (--max-breaks, "
              "--max-graphs, --max-recompiles or [tool.graphstitch] in pyproject.toml)")
@@ -357,6 +459,8 @@ def check(targets: tuple[str, ...], baseline_path: str | None, update: bool, max
         c = run_target(spec, **run_opts)
         censuses.append(c)
         if c.error:
+            if json_path:
+                write_json(CheckReport(baseline_path, False, [], dict(zip(targets, censuses))), json_path)
             write_ci_reports(censuses, sarif_path, markdown_path)
             _write_outputs(c, None, html_path, ranks=dict(zip(targets, censuses)))
             fail(f"{spec}: {target_failure(c)}", EXIT_TARGET)
@@ -384,6 +488,8 @@ def check(targets: tuple[str, ...], baseline_path: str | None, update: bool, max
                         *(f"unknown: {u}" for u in v.unknowns), *(f"improved: {i}" for i in v.improvements)]
              for v in results}
     write_ci_reports(censuses, sarif_path, markdown_path, notes)
+    if json_path:
+        write_json(CheckReport(baseline_path, update, results, dict(zip(targets, censuses))), json_path)
     if any(v.improvements for v in results) and all(v.ok for v in results) and not update:
         out.print(f"Improved. Ratchet the baseline: graphstitch check {' '.join(targets)} "
                   f"--baseline {baseline_path} --update")
@@ -490,6 +596,7 @@ Exit codes:
   0  measured (with or without graph breaks)
   2  usage error, bad target, or no repeated blocks for --regional/--block
   3  the target failed (eager or compiled error, crash, timeout); --json still written
+  129/130/143  stopped by SIGHUP / SIGINT (Ctrl-C) / SIGTERM: every worker killed, temp files removed
 """
 
 
@@ -506,7 +613,8 @@ Exit codes:
 @click.option("--json", "json_path", type=OUTPUT, help="Write the results as JSON.")
 @click.option("--svg", "svg_path", type=OUTPUT, help="Write a bar chart of latencies and compile times as SVG.")
 @click.option("--html", "html_path", type=OUTPUT, help="Write a self-contained HTML page: the chart and the table.")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, help="Kill any measuring process after S seconds (exit 3).")
+@click.option("--timeout", type=click.FloatRange(min=0), default=DEFAULT_TIMEOUT,
+              help=f"Kill any measuring process after S seconds (exit 3). {TIMEOUT_HELP}")
 def perf(target: str | None, demo: bool, backend: str, regional: bool, block: str | None, repeats: int, warmup: int,
          max_seconds: float, json_path: str | None, svg_path: str | None, html_path: str | None,
          timeout: float | None) -> None:
@@ -533,7 +641,7 @@ def perf(target: str | None, demo: bool, backend: str, regional: bool, block: st
             def progress(step: str) -> None:
                 bar.update(task, description=f"perf: {step}", advance=0 if step == "eager" else 1)
             result = run_perf(spec, backend=backend, regional=regional, block=block, repeats=repeats,
-                              warmup=warmup, max_seconds=max_seconds, timeout=timeout, progress=progress)
+                              warmup=warmup, max_seconds=max_seconds, timeout=timeout or None, progress=progress)
     except TargetError as e:
         fail(str(e))
     terminal.perf(result)
@@ -555,6 +663,7 @@ Exit codes:
   2  usage error or bad target
   3  a rank failed (exception, crash, or still running at --timeout); the other ranks'
      censuses are still compared and written to --json
+  129/130/143  stopped by SIGHUP / SIGINT (Ctrl-C) / SIGTERM: every worker killed, temp files removed
 """
 
 
@@ -611,20 +720,42 @@ def ranks(target_or_args: tuple[str, ...], nproc: int, script: str | None, timeo
 
 
 FIX_HELP = """\b
-Each candidate is a change applied for one run without editing your source: a
-torch._dynamo.config flag, or an escape hatch wrapped at run time around the function
-that holds the break (nonstrict_trace, leaf_function / custom_op with a fake derived from
-an eager run, allow_in_graph, compiler.disable). Every candidate runs as its own census in
-a fresh process. It is VERIFIED only if its site is gone, no new site (a moved break) and
-no new skipped frame appeared, outputs equal eager on the factory's calls and on a fresh
-random input set of the same shapes/dtypes, and what the code prints/logs per call at run
-time is unchanged. Trials use --backend aot_eager by default: it is where allow_in_graph
-and nonstrict_trace drop run-time side effects, as inductor does.
+What fix tries for each break site, in this order (each candidate is its own census in a
+fresh process, on a patched copy of your project; your files are not touched):
+  1. rewrite   source rewrites of the statement that breaks (fix/rules/): .item() kept
+               as a tensor, a data-dependent if -> torch.where / torch.cond, ...
+  2. caller    what does not belong in the compiled region done by its caller and
+               passed in (a generator argument becomes a list the caller builds)
+  3. extract   the breaking statement moved into a helper Dynamo does not trace
+               (nonstrict_trace)
+  then, only for the sites none of those fixed:
+  4. split     a region split: the function's parts compiled apart, glue eager
+  5. config    a torch._dynamo.config flag (capture_scalar_outputs, ..., the two
+               data-dependence flags together; reorderable_logging_functions)
+  6. hatch     a wrapper on the function that holds the break: nonstrict_trace and
+               compiler.disable (leaf_function, custom_op, allow_in_graph only when
+               named with --candidate: reported, never written)
+  7. upstream  a verified patch to a file outside your project (a library's): printed
+               by --diff as a patch to send, never written
+A candidate is VERIFIED only if its site is gone, no new site (a moved break) and no new
+skipped frame appeared, outputs equal eager on the factory's calls and on a fresh random
+input set, and what the code prints/logs/warns/writes per call is unchanged. Trials use
+--backend aot_eager by default: there side effects vanish as under inductor.
+"""
+
+FIX_EXIT_HELP = """\b
+Exit codes:
+  0  ran (with or without graph breaks or verified fixes)
+  1  --diff/--apply: nothing verified to write, the write was refused, or the patched
+     copy did not re-verify
+  2  usage error, bad target, a report path refused, or --apply on a read-only target
+     file (all before anything runs)
+  3  the target itself failed (exception, crash, timeout); --json is still written
+  129/130/143  stopped by SIGHUP / SIGINT (Ctrl-C) / SIGTERM: every worker killed, temp files removed
 """
 
 
-@main.command(epilog=FIX_HELP + "\n" + TARGET_HELP + "\n" + EXIT_CODES_HELP.replace(
-    "  3  the target", "  1  --apply: nothing verified to apply, refused, or re-verification failed\n  3  the target"))
+@main.command(epilog=FIX_HELP + "\n" + TARGET_HELP + "\n" + FIX_EXIT_HELP)
 @click.argument("target")
 @click.option("--json", "json_path", type=OUTPUT, help="Write the census with advice and fixes[] as JSON.")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help="Trials in parallel (default: CPU cores).")
@@ -638,8 +769,10 @@ and nonstrict_trace drop run-time side effects, as inductor does.
 @click.option("--diff", "show_diff", is_flag=True, help="Print a unified diff making the best verified candidate permanent.")
 @click.option("--apply", "do_apply", is_flag=True, help="Write that patch (after re-verifying it on a patched copy); keeps FILE.graphstitch.bak.")
 @click.option("--grad", is_flag=True, help="Run the calls with autograd enabled.")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=600.0, show_default=True,
-              help="Kill one census after S seconds.")
+@click.option("--timeout", type=click.FloatRange(min=0), default=DEFAULT_TIMEOUT,
+              help=f"Kill one census (the baseline, a trial) after S seconds. {TIMEOUT_HELP}")
+@click.option("-v", "--verbose", is_flag=True, help="Show every trial's own output and warnings in full "
+              "(captured per trial; a failing trial's last lines are shown anyway).")
 @click.option("--html", "html_path", type=OUTPUT, help="Also write a self-contained HTML report (sites with their verified fixes).")
 @click.option("--measure", is_flag=True, help="For each verified fix, time the compiled target before and after it "
               "(alternating, same backend) and report the speedup.")
@@ -649,10 +782,12 @@ and nonstrict_trace drop run-time side effects, as inductor does.
               "the combined patch (re-verified from the pristine files).")
 @project_option
 def fix(target: str, json_path: str | None, jobs: int | None, backend: str, site_filter: str | None,
-        kinds: tuple[str, ...], show_diff: bool, do_apply: bool, grad: bool, timeout: float, html_path: str | None,
-        measure: bool, fix_everything: bool, project: str | None) -> None:
+        kinds: tuple[str, ...], show_diff: bool, do_apply: bool, grad: bool, timeout: float, verbose: bool,
+        html_path: str | None, measure: bool, fix_everything: bool, project: str | None) -> None:
     """Try fixes for every break in TARGET, verify each, and rank the verified ones."""
     check_target(target)
+    if do_apply:
+        _check_apply(target)
     from .fix import WRITTEN_KINDS, apply_best, run_fix
     from .fix.workspace import Workspace
     from .render import terminal
@@ -662,13 +797,15 @@ def fix(target: str, json_path: str | None, jobs: int | None, backend: str, site
     ws = Workspace.of(target, mine)
     if fix_everything:
         from .fix.fixall import apply_all, fix_all
-        result, files = fix_all(target, opts, jobs=jobs or 2, timeout=timeout, project_root=ws.project)
+        with progress_line(f"fix --all {target}") as progress:
+            result, files = fix_all(target, opts, jobs=jobs or 2, timeout=timeout or None, project_root=ws.project,
+                                    progress=progress)
         terminal.fix_all(result)
         if json_path:
             from .render import write_json
             write_json(result, json_path)
         if do_apply:
-            msg, ok = apply_all(result, files, ws, opts, timeout=timeout)
+            msg, ok = apply_all(result, files, ws, opts, timeout=timeout or None)
             if not ok:
                 fail(msg, EXIT_FAIL)
             click.echo(msg)
@@ -677,22 +814,40 @@ def fix(target: str, json_path: str | None, jobs: int | None, backend: str, site
                 fail("no verified combined patch: " + ("; ".join(result.why_not) or "no patch verified"), EXIT_FAIL)
             click.echo(result.patch, nl=False)
         return
-    report = run_fix(target, opts, jobs=jobs, timeout=timeout, kinds=set(kinds) or WRITTEN_KINDS, project_root=ws.project,
-                     only=(lambda s: site_filter in f"{s.gb_id} {s.id.path}:{s.line}") if site_filter else None)
+    with progress_line(f"fix {target}") as progress:
+        report = run_fix(target, opts, jobs=jobs, timeout=timeout or None, kinds=set(kinds) or WRITTEN_KINDS,
+                         project_root=ws.project, progress=progress,
+                         only=(lambda s: site_filter in f"{s.gb_id} {s.id.path}:{s.line}"
+                               or site_filter in f"{gb_text(s.gb_id)} {s.id.path}:{s.line}") if site_filter else None)
     if report.error and report.error.kind is ErrorKind.TARGET:
         fail(report.error.message)
     with_owners(report, mine)
-    more: tuple[Callable[[Any], None], ...] = (terminal.fixes,)
+    more: tuple[Callable[[Any], None], ...] = (lambda r: terminal.fixes(r, verbose=verbose),)
     if measure:
         from .fix.measure import measure_fixes
-        measure_fixes(report, target, opts, timeout=timeout)
+        measure_fixes(report, target, opts, timeout=timeout or None)
         more += (terminal.measures,)
-    _show(report, json_path, html_path=html_path, more=more)
+    _show(report, json_path, html_path=html_path, more=more, command="fix")
     if show_diff or do_apply:
-        msg, ok = apply_best(report, ws, opts, write=do_apply, timeout=timeout)
+        msg, ok = apply_best(report, ws, opts, write=do_apply, timeout=timeout or None)
         if not ok:
             fail(msg, EXIT_FAIL)
         click.echo(msg)
+
+
+def _check_apply(spec: str) -> None:
+    """--apply writes the target's file (and its backup beside it): refuse at once, not after
+    every trial, when that cannot be done (a read-only file or folder)."""
+    from .files import WriteRefused, check_folder, check_writable
+    from .targets import target_file
+    tfile = target_file(spec)
+    if not tfile or not os.path.isfile(tfile):
+        return
+    try:
+        check_writable(tfile)
+        check_folder(os.path.dirname(tfile))
+    except WriteRefused as e:
+        fail(f"--apply: {e}")
 
 
 # ----------------------------------------------------------------------------- trace / run
@@ -719,6 +874,7 @@ Exit codes:
   1  several ranks, and they diverge (as `graphstitch ranks` reports it)
   2  PATH missing, holds no TORCH_TRACE logs, no record could be read, or no Dynamo
      compile is in it (an export / AOTInductor-only log)
+  129/130/143  stopped by SIGHUP / SIGINT (Ctrl-C) / SIGTERM: every worker killed, temp files removed
 """
 
 
@@ -757,7 +913,7 @@ def trace(path: str, rank: int | None, json_path: str | None, html_path: str | N
                           f"break events {c.break_events} · recompile causes {len(c.recompiles)}")
         console.print(f"[dim]showing rank {next(r for r, c in censuses.items() if c is shown)} "
                       f"(--rank N for another)[/]\n")
-    terminal.census(shown, console)
+    terminal.census(shown, console, command="trace", fullgraph_flag=False)
     missing = sorted({s.file for s in shown.sites if source_context(s.file, s.line, 0) is None})
     if missing:
         console.print(f"[dim]source not available on this machine for: {', '.join(missing)} "
@@ -784,6 +940,7 @@ Exit codes:
   the script's own exit code (0 when it ends normally, 1 after an uncaught exception,
   128+N when it is killed by signal N); 2 when SCRIPT does not exist.
   The census is printed (and written) in every case, also after a crash.
+  129/130/143  stopped by SIGHUP / SIGINT (Ctrl-C) / SIGTERM: every worker killed, temp files removed
 """
 
 
@@ -811,14 +968,18 @@ def run(json_path: str | None, html_path: str | None, project: str | None, scrip
     # The script keeps the terminal's process group (Ctrl-C reaches it as usual) and what it
     # leaves running stays running, as with `python script.py`.
     out = worker.run(worker.Job(handler="graphstitch.worker:script_job", script=script, argv=list(args),
-                                project_root=project_root(script)),
+                                project_root=project_root(script), capture=False),
                      own_session=False, ok_codes=None, what="script", reap=False)
     c, rc = with_owners(out.census, resolve_project(project, os.path.dirname(os.path.abspath(script)))), out.exit_code
     sys.stdout.flush()
     sys.stderr.flush()
     console = Console(highlight=False)
     console.print()
-    terminal.census(c, console)
+    import shlex
+
+    from .advice import advise
+    advise(c, rerun=" ".join(shlex.quote(a) for a in ("graphstitch", "run", script, *args)))
+    terminal.census(c, console, command="run", fullgraph_flag=False)
     if not c.frames:
         console.print("[dim]Nothing was compiled in the script's own process. Compiles in processes it "
                       "starts (mp.spawn, torchrun) are not seen here: run it with TORCH_TRACE=DIR and "
@@ -851,6 +1012,7 @@ Exit codes:
   0  the sweep ran (whatever the targets' statuses)
   1  --gate: a regression against --compare (or an improvement, with --fail-on-improvement)
   2  usage error: unknown source, bad --shard, --out exists without --resume, unreadable file
+  129/130/143  stopped by SIGHUP / SIGINT (Ctrl-C) / SIGTERM: every worker killed, temp files removed
 """
 
 

@@ -53,6 +53,24 @@ def check_writable(path: str | os.PathLike[str]) -> None:
         raise WriteRefused(f"{path} cannot be written ({e.strerror}); not writing it") from None
 
 
+def check_folder(folder: str | os.PathLike[str]) -> None:
+    """Raise WriteRefused unless FOLDER exists and a file can be created in it: a folder with
+    no write bit (also for root, as for files), no permission, or on a read-only mount."""
+    try:
+        st = os.stat(folder)
+    except FileNotFoundError:
+        raise WriteRefused(f"folder {folder} does not exist") from None
+    except OSError as e:
+        raise WriteRefused(f"cannot inspect folder {folder}: {e.strerror}") from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise WriteRefused(f"{folder} is not a folder")
+    if not st.st_mode & 0o222 or not os.access(folder, os.W_OK | os.X_OK):
+        raise WriteRefused(f"folder {folder} is not writable (mode {stat.S_IMODE(st.st_mode):o})")
+    with contextlib.suppress(OSError):
+        if os.statvfs(folder).f_flag & os.ST_RDONLY:
+            raise WriteRefused(f"folder {folder} is on a read-only file system")
+
+
 def atomic_write(path: str | os.PathLike[str], text: str | bytes) -> None:
     """Replace PATH's content with TEXT atomically (temp file beside the real file + rename).
 
@@ -61,8 +79,9 @@ def atomic_write(path: str | os.PathLike[str], text: str | bytes) -> None:
     """
     check_writable(path)
     real = Path(os.path.realpath(path))  # through symlinks: the link stays, its target changes
+    if not real.parent.is_dir():  # never made silently: a typo in a path is not a new folder
+        raise WriteRefused(f"cannot write {path}: folder {real.parent} does not exist")
     try:
-        real.parent.mkdir(parents=True, exist_ok=True)
         old = os.stat(real) if real.exists() else None
         fd, tmp = tempfile.mkstemp(dir=real.parent, prefix=f".{real.name}.", suffix=".tmp")
     except OSError as e:

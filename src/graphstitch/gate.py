@@ -14,7 +14,7 @@ import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from . import __version__
 from .changes import CensusDiff, diff
@@ -29,6 +29,7 @@ from .model import (
     SiteId,
     SkippedFrame,
     Untraced,
+    gb_text,
     normalize_code,
 )
 from .paths import short_path
@@ -214,6 +215,8 @@ class Verdict:
     # reported). Not "ok": `check` says "unknown", and fails with --strict.
     unknowns: list[str] = field(default_factory=list)
 
+    __computed__: ClassVar[tuple[str, ...]] = ("ok",)
+
     @property
     def ok(self) -> bool:
         return not self.regressions
@@ -221,6 +224,26 @@ class Verdict:
     @property
     def status(self) -> str:
         return "fail" if self.regressions else "unknown" if self.unknowns else "ok"
+
+
+@dataclass
+class CheckReport:
+    """`graphstitch check --json`: the gate's verdict per target and each target's census (a
+    target that failed has its census, with ``error``, and no verdict)."""
+    baseline: str | None
+    updated: bool
+    verdicts: list[Verdict] = field(default_factory=list)
+    censuses: dict[str, Census] = field(default_factory=dict)
+
+    __computed__: ClassVar[tuple[str, ...]] = ("schema", "ok")
+
+    @property
+    def schema(self) -> str:
+        return "graphstitch.check/1"
+
+    @property
+    def ok(self) -> bool:
+        return all(v.ok for v in self.verdicts) and not any(c.error for c in self.censuses.values())
 
 
 def _at(path: str, line: int) -> str:
@@ -241,14 +264,14 @@ def compare(target: str, c: Census, base: BaselineEntry | None, *, base_torch: s
                               "sites are matched without their GB id; re-baseline with --update")
         d = diff(base.census(target), c, match_gb=same_torch)
         for s in d.new_sites:
-            v.regressions.append(f"new break site {s.gb_id} at {_at(s.file, s.line)} in {s.function}: {s.code.strip()}")
+            v.regressions.append(f"new break site {gb_text(s.gb_id)} at {_at(s.file, s.line)} in {s.function}: {s.code.strip()}")
         for ch in d.site_events:
             s = ch.site
             words = "more" if ch.after > ch.before else "fewer"
             (v.regressions if ch.after > ch.before else v.improvements).append(
-                f"{words} break events at {_at(s.file, s.line)} ({s.gb_id}): {ch.before} -> {ch.after}")
+                f"{words} break events at {_at(s.file, s.line)} ({gb_text(s.gb_id)}): {ch.before} -> {ch.after}")
         for s in d.gone_sites:
-            v.improvements.append(f"break site gone: {s.gb_id} at {s.id.path}:{s.line} in {s.function}")
+            v.improvements.append(f"break site gone: {gb_text(s.gb_id)} at {s.id.path}:{s.line} in {s.function}")
         if d.graphs.after != d.graphs.before:
             words = "more" if d.graphs.after > d.graphs.before else "fewer"
             (v.regressions if d.graphs.after > d.graphs.before else v.improvements).append(
@@ -311,7 +334,7 @@ def violations(c: Census, limits: dict[str, Any]) -> str | None:
         return None
     lines = ["graphstitch: torch.compile limits exceeded: " + "; ".join(v.regressions)]
     for s in c.sites:
-        lines.append(f"  {short_path(s.file)}:{s.line} {s.gb_id} {s.gb_type}"
+        lines.append(f"  {short_path(s.file)}:{s.line} {gb_text(s.gb_id)} {s.gb_type}"
                      + (" (whole frame skipped)" if s.frame_skipped else ""))
         if s.hints:
             lines.append(f"    hint: {s.hints[0]}")

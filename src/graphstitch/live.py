@@ -32,6 +32,7 @@ from .jsonio import to_json
 from .model import Census, Checks, ErrorInfo, ErrorKind, SideEffects, TraceStats
 from .records import Decoder, Record
 from .targets import Call, Options, TargetError, load_factory, make_calls
+from .worker import progress
 
 Sink = Callable[[Record], None]
 
@@ -294,6 +295,7 @@ def run_calls(cap: Capture, calls: Sequence[Call], opts: Options,
             extra.update(FULLGRAPH_CONFIG)
         with dynamo.config(nested_graph_breaks=opts.nested_graph_breaks, **extra):
             for i, (fn, args, kwargs) in enumerate(calls):
+                progress(f"call {i + 1} of {len(calls)}: compile and run")
                 # One compiled wrapper per distinct callable, so calls share its cache.
                 cfn = compiled.get(id(fn))
                 if cfn is None:
@@ -318,6 +320,7 @@ def run_calls(cap: Capture, calls: Sequence[Call], opts: Options,
                     cap.fail(error_info(ErrorKind.COMPILED, e))
                     return
             if opts.fresh:
+                progress("fresh inputs: compiled vs the original's eager run")
                 _fresh_check(cap, calls, compiled, list(reference()) if reference is not None else None)
         cap.complete(True)
         if not opts.check_eager:
@@ -326,6 +329,7 @@ def run_calls(cap: Capture, calls: Sequence[Call], opts: Options,
         for i, got in enumerate(outputs):
             if copies[i] is _NOT_CHECKED:
                 continue
+            progress(f"call {i + 1} of {len(outputs)}: eager reference run")
             try:
                 want = eager(i)
             except SystemExit as e:

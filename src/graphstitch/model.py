@@ -21,7 +21,12 @@ from . import __version__
 
 SCHEMA = "graphstitch.census/2"
 LOOP_GB = "GB7000"  # "graph break in loop": Dynamo skips the whole frame
-UNKNOWN_GB = "GB????"
+UNKNOWN_GB = "GB????"   # in identities and JSON; people read gb_text()
+
+
+def gb_text(gb_id: str) -> str:
+    """A GB id as people read it: a break report without one says so in words."""
+    return "no GB id" if gb_id == UNKNOWN_GB else gb_id
 
 
 def normalize_code(code: str) -> str:
@@ -426,6 +431,9 @@ class Census:
     semantics: str = "default"       # "default" or "fullgraph" (what a fullgraph=True compile would fail on)
     cost: Cost | None = None         # `census --cost`
     coverage: Coverage = field(default_factory=Coverage)   # code Dynamo traced, and code it never did
+    # What the target printed (stdout + stderr, its last 4000 characters) when the census has
+    # an error: a subprocess census captures it instead of letting it scroll past.
+    output: str | None = None
 
     __computed__: ClassVar[tuple[str, ...]] = (
         "schema", "graphstitch_version", "graph_count", "break_site_count", "break_events",

@@ -7,7 +7,12 @@ A job is a folder. The parent writes ``job.json`` (a :class:`Job`); the child
   target, not interpreter start-up (a rank: once its process group is up);
 - streams trace records to ``records.log`` (TORCH_TRACE's line format) as they happen, so a
   crash, hang or kill still leaves a census;
-- writes ``result.json`` (``{"exit_code": N, "data": ...}``) atomically when it ends.
+- writes ``result.json`` (``{"exit_code": N, "data": ...}``) atomically when it ends;
+- with ``capture`` (every job but a user script's or a rank's), sends its own stdout and
+  stderr (the target's prints, torch's warnings) to ``output.log``, shown by the parent only
+  when they matter (a failure, ``--verbose``), never interleaved with graphstitch's output;
+- keeps one line in ``progress`` (its phase, "call 2 of 5"), rewritten in place, that the
+  parent shows on a terminal.
 
 Under torchrun every rank does the same with a ``.rank_N`` suffix. A job names its handler
 (``module:function``): a command package provides its child side (a perf measurement, a
@@ -25,7 +30,6 @@ import functools
 import importlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -55,6 +59,7 @@ class Job:
     params: dict[str, Any] = field(default_factory=dict)   # handler-specific
     per_rank: bool = False       # run by torchrun: files get the RANK suffix
     interactive: bool = False    # answers request lines (stdin -> stdout)
+    capture: bool = True         # the child's stdout/stderr go to output.log (not a script's or a rank's)
 
 
 @dataclass
@@ -82,6 +87,41 @@ class Files:
     def result(self) -> str:
         return self._name("result", ".json")
 
+    @property
+    def output(self) -> str:
+        return self._name("output", ".log")
+
+    @property
+    def progress(self) -> str:
+        return self._name("progress", "")
+
+
+# The target's own output kept with a census that failed (a tail: a chatty target is not a log).
+OUTPUT_TAIL = 4000
+_PROGRESS_WIDTH = 160
+
+
+def read_progress(files: Files) -> str | None:
+    """The child's current phase, or None (not yet written, or caught mid-rewrite)."""
+    try:
+        with open(files.progress, "rb") as f:
+            text = f.read(_PROGRESS_WIDTH).decode("utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return text or None
+
+
+def read_output(files: Files, limit: int = OUTPUT_TAIL) -> str:
+    """The last LIMIT characters the child printed (stdout and stderr, in order)."""
+    try:
+        with open(files.output, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - limit * 4))
+            text = f.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    return text[-limit:]
+
 
 @dataclass
 class Outcome:
@@ -90,6 +130,7 @@ class Outcome:
     data: Any = None             # what the handler returned (result.json "data")
     error: ErrorInfo | None = None   # how the process ended, when badly (also on census.error)
     finished: bool = False       # the handler returned (result.json was written)
+    output: str = ""             # the tail of what the child printed (captured jobs)
 
 
 # ----------------------------------------------------------------------------- parent side
@@ -126,16 +167,23 @@ def read_outcome(files: Files, exit_code: int, died: ErrorInfo | None, *, target
             census.completed = False
         if census.error is None:
             census.error = died
-    return Outcome(census, exit_code, data, died, finished)
+    output = read_output(files)
+    if census.error is not None and output.strip():
+        census.output = output   # it matters: kept with the failure (JSON, terminal)
+    return Outcome(census, exit_code, data, died, finished, output)
 
 
 def run(job: Job, *, timeout: float | None = None, pythonpath: Sequence[str] = (),
         stdout: int | IO[Any] | None = None, stderr: int | IO[Any] | None = None, warm: procs.Child | None = None,
         inductor_cache: str | None = None, own_cache: bool = False, own_session: bool = True,
-        ok_codes: tuple[int, ...] | None = (0, 2), what: str = "target", reap: bool = True) -> Outcome:
+        ok_codes: tuple[int, ...] | None = (0, 2), what: str = "target", reap: bool = True,
+        progress: Callable[[str], None] | None = None) -> Outcome:
     """Run JOB in a fresh child (or in WARM, a child from :func:`prestart`) and read what it
-    left. Never raises for the child's failures: they are ``Outcome.error``."""
-    with tempfile.TemporaryDirectory(prefix="graphstitch-job-") as d:
+    left. Never raises for the child's failures: they are ``Outcome.error``. PROGRESS gets
+    the child's phase whenever it changes."""
+    if stdout is not None or stderr is not None:
+        job.capture = False   # the caller said where the child's output goes
+    with procs.temp_dir("graphstitch-job-") as d:
         files = write_job(job, d)
         env = procs.child_env(pythonpath=pythonpath, inductor_cache=inductor_cache or os.path.join(d, "inductor"),
                               own_cache=own_cache)
@@ -147,8 +195,18 @@ def run(job: Job, *, timeout: float | None = None, pythonpath: Sequence[str] = (
         else:
             child = procs.start(procs.python_cmd("graphstitch.worker", d), env=env, stdout=stdout, stderr=stderr,
                                 own_session=own_session)
+        tick = None
+        if progress is not None:
+            last = [""]
+
+            def tick() -> None:
+                now = read_progress(files) or ("starting (importing torch)" if not os.path.exists(files.ready)
+                                               else last[0])
+                if now != last[0]:
+                    last[0] = now
+                    progress(now)
         rc, died = child.wait(timeout, ready=lambda: os.path.exists(files.ready), ok_codes=ok_codes,
-                              what=what, reap=reap)
+                              what=what, reap=reap, tick=tick)
         return read_outcome(files, rc, died, target=job.spec or job.script, project_root=job.project_root)
 
 
@@ -177,7 +235,7 @@ class Session:
 
     def __init__(self, job: Job, *, timeout: float | None = None, pythonpath: Sequence[str] = ()):
         job.interactive = True
-        self._dir = tempfile.mkdtemp(prefix="graphstitch-job-")
+        self._dir = procs.own_temp(tempfile.mkdtemp(prefix="graphstitch-job-"))
         self.files = write_job(job, self._dir)
         self.job = job
         self.child = procs.start(procs.python_cmd("graphstitch.worker", self._dir),
@@ -209,7 +267,7 @@ class Session:
 
     def close(self) -> None:
         self.child.kill_tree()
-        shutil.rmtree(self._dir, ignore_errors=True)
+        procs.release_temp(self._dir)
 
 
 # ----------------------------------------------------------------------------- child side
@@ -277,6 +335,11 @@ def main(argv: list[str]) -> int:
         # Answers go to the real stdout; the target's own prints must not corrupt them.
         replies = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
         sys.stdout = sys.stderr
+    if job.capture and not job.per_rank:
+        _capture_output(files.output)
+    # Handlers and live.py use the imported module, not this __main__ copy: its fd is theirs.
+    setattr(importlib.import_module("graphstitch.worker"), "_progress_fd",  # noqa: B010 - another module's global
+            os.open(files.progress, os.O_WRONLY | os.O_CREAT, 0o644))
     handler = _handler(job.handler)
     from .dynamo import quiet_dynamo_warnings
     quiet_dynamo_warnings()
@@ -292,11 +355,38 @@ def main(argv: list[str]) -> int:
     return code
 
 
+def _capture_output(path: str) -> None:
+    """Send this process's stdout and stderr (file descriptors: C++ warnings too) to PATH."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+
+
+_progress_fd: int | None = None
+
+
+def progress(text: str) -> None:
+    """Say what the job is doing now (one short line the parent may show). Written in place
+    on a descriptor opened before the target runs: an open() now would be one of the
+    target's recorded file writes."""
+    if _progress_fd is None:
+        return
+    data = text.encode("utf-8")[:_PROGRESS_WIDTH].ljust(_PROGRESS_WIDTH)
+    try:
+        os.pwrite(_progress_fd, data, 0)
+    except OSError:
+        pass
+
+
 # ----------------------------------------------------------------------------- handlers
 
 def census_job(job: Job, ctx: Context) -> tuple[int, Any]:
     """Run a TARGET's calls under capture. Exit 2: a bad target (error kind target)."""
     from .targets import TargetError
+    progress("loading the target (its factory)")
     try:
         calls, ref = job_calls(job)
     except TargetError as e:

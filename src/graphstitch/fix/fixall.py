@@ -12,7 +12,9 @@ progress, not a moved break: it is reported as uncovered and fixed in turn.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import ClassVar
@@ -24,7 +26,7 @@ from ..model import Census, Site
 from ..paths import in_project, short_path
 from ..targets import Options, Patches, target_file
 from .candidates import DATA_FLAGS, Candidate, both_data_flags, candidates
-from .patches import WRITABLE_KINDS, patch_text, plan_patch, write_files
+from .patches import WRITABLE_KINDS, count_kinds, patch_text, plan_patch, write_files
 from .rules import Rewrite, proposals
 from .trials import Counts, Fix, evaluate, new_breaks, outputs_proved, rank, uncovered, untraced_code
 from .workspace import Workspace
@@ -87,13 +89,15 @@ def combined_check(base: Census, final: Census) -> list[str]:
 
 
 def fix_all(spec: str, opts: Options, *, jobs: int = 2, timeout: float | None = None,
-            project_root: str | None = None, max_rounds: int = 12) -> tuple[FixAll, dict[str, str]]:
-    """The fixed point, and the combined patch as path -> new text."""
+            project_root: str | None = None, max_rounds: int = 12,
+            progress: Callable[[str], None] | None = None) -> tuple[FixAll, dict[str, str]]:
+    """The fixed point, and the combined patch as path -> new text. PROGRESS: the phase."""
+    say = progress or (lambda _t: None)
     opts = dataclasses.replace(opts, fresh=True, patches=None)
     ws = Workspace.of(spec, project_root)
     tfile = target_file(spec)
     factory = spec.rpartition(":")[2]
-    base = worker.run(ws.job(opts), timeout=timeout).census
+    base = worker.run(ws.job(opts), timeout=timeout, progress=lambda t: say(f"baseline census: {t}")).census
     hashes = {os.path.realpath(f): file_hash(f) for s in base.sites for f in {s.file, *(fr.file for fr in s.stack)}
               if os.path.isfile(f)}
     if tfile:
@@ -111,7 +115,7 @@ def fix_all(spec: str, opts: Options, *, jobs: int = 2, timeout: float | None = 
     def read_patched(path: str) -> str:   # the text the current census's lines refer to
         return overlay[path] if path in overlay else source_text(path)
 
-    for rounds in range(1, max_rounds + 1):  # noqa: B007 - read after the loop
+    for rounds in range(1, max_rounds + 1):
         pairs: list[tuple[Site, Candidate]] = []
         second: set[str] = set()     # sites whose candidates this round are flags and hatches
         for s in cur.sites:
@@ -137,10 +141,15 @@ def fix_all(spec: str, opts: Options, *, jobs: int = 2, timeout: float | None = 
         if not pairs:
             break
 
-        def trial(sc: tuple[Site, Candidate], cur: Census = cur) -> tuple[Fix, Census]:
+        say(f"round {rounds}: trial 0 of {len(pairs)} done")
+        counter = itertools.count(1)
+
+        def trial(sc: tuple[Site, Candidate], cur: Census = cur, n: int = len(pairs), r: int = rounds,
+                  finished: Iterator[int] = counter) -> tuple[Fix, Census]:
             s, c = sc
             assert c.rewrite is not None
             t = ws.census(opts, {**overlay, **c.rewrite.files}, timeout, map_lines=False)
+            say(f"round {r}: trial {next(finished)} of {n} done")   # next() on a count is atomic
             return evaluate(s, c, cur, t, read=read_patched), t
 
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as ex:
@@ -175,6 +184,7 @@ def fix_all(spec: str, opts: Options, *, jobs: int = 2, timeout: float | None = 
                      for s in cur.sites]
     out.patch = patch_text(overlay, root=ws.project)
     if overlay:
+        say("combined patch: census from the pristine files")
         final = ws.census(opts, overlay, timeout)   # from the pristine files
         out.final = Counts.of(final)
         out.why_not = combined_check(base, final)
@@ -217,7 +227,6 @@ def apply_all(result: FixAll, files: dict[str, str], ws: Workspace, opts: Option
     why, ok = write_files(files, result.source_sha256, ws.project, check)
     if not ok:
         return why or "not applied", False
-    kinds = sorted({s.strategy for s in result.steps})
-    return (f"applied {len(result.steps)} verified patch(es) ({', '.join(kinds)}) to "
+    return (f"applied {count_kinds([s.strategy for s in result.steps])}, verified together, to "
             + ", ".join(short_path(p) for p in files) + f" ({why})"), True
 

@@ -262,4 +262,21 @@ def apply_best(report: FixReport, ws: Workspace, opts: Options, *, write: bool,
     if not ok:
         return why or "not applied", False
     # On success write_files says where the backups went.
-    return f"{diff}\napplied {fix.candidate} to {', '.join(short_path(p) for p in files)} ({why})", True
+    return (f"{diff}\napplied {count_kinds([fix.strategy])} ({fix.candidate}) to "
+            f"{', '.join(short_path(p) for p in files)} ({why})"), True
+
+
+# How each strategy's written patch is named, singular and plural.
+_KIND_WORDS = {"rewrite": ("rewrite", "rewrites"), "caller": ("caller move", "caller moves"),
+               "extract": ("extract", "extracts"), "split": ("region split", "region splits"),
+               "config": ("config line", "config lines"), "hatch": ("hatch decorator", "hatch decorators")}
+
+
+def count_kinds(strategies: list[str]) -> str:
+    """What was written, counted by kind: "1 rewrite and 1 config line", "2 rewrites"."""
+    order = list(_KIND_WORDS)
+    counts: dict[str, int] = {}
+    for st in sorted(strategies, key=lambda x: order.index(x) if x in order else len(order)):
+        counts[st] = counts.get(st, 0) + 1
+    words = [f"{n} {_KIND_WORDS.get(k, (k, k + 's'))[n != 1]}" for k, n in counts.items()]
+    return " and ".join(words) if len(words) <= 2 else ", ".join(words[:-1]) + " and " + words[-1]

@@ -85,6 +85,7 @@ class Fix:
     uncovered: list[str] = field(default_factory=list)   # new sites in code Dynamo never traced before: progress
     upstream: bool = False           # a patch to a file outside the project: offered to send, never written
     given_inputs_only: str | None = None  # why no fresh input set could be compared (outputs proved on the factory's calls)
+    output: str | None = None        # an errored trial's own stdout/stderr (its tail): why it failed
 
 
 @dataclass
@@ -232,7 +233,8 @@ def evaluate(site: Site, cand: Candidate, base: Census, trial: Census, read: Rea
                trial.config.get("wrapped"), new_sites, new_skips, trial.error, why,
                strategy=cand.strategy, tradeoff=cand.tradeoff, rule=rw.rule if rw else None,
                patch=rewrite_diff(rw) if rw else None, uncovered=[site_label(s.id, s.line) for s in revealed],
-               upstream=bool(rw and rw.upstream), given_inputs_only=trial.checks.fresh_unusable)
+               upstream=bool(rw and rw.upstream), given_inputs_only=trial.checks.fresh_unusable,
+               output=trial.output if trial.error else None)
 
 
 def on_ranks(fix: Fix, site: Site, cand: Candidate, base: Census, ws: Workspace, opts: Options,
@@ -284,12 +286,13 @@ def rank(fixes: list[Fix]) -> list[Fix]:
 
 def run_fix(spec: str, opts: Options, *, jobs: int | None = None, timeout: float | None = None,
             only: Callable[[Site], bool] | None = None, kinds: AbstractSet[str] | None = None,
-            project_root: str | None = None, exhaustive: bool = False) -> FixReport:
+            project_root: str | None = None, exhaustive: bool = False,
+            progress: Callable[[str], None] | None = None) -> FixReport:
     """Census the target, then one trial census per distinct candidate, in parallel:
     source rewrites first (each in the workspace: the project with the patch), then config
     flags and run-time hatches for the sites no rewrite fixed (all of them with
     ``exhaustive``). ``project_root`` is the project fix may edit (default: the target's).
-    Returns the baseline census with advice, and every trial in ``fixes``."""
+    ``progress`` gets the phase (baseline census, trials done of those started). Returns the baseline census with advice, and every trial in ``fixes``."""
     opts = dataclasses.replace(opts, fresh=True, patches=None)
     jobs = max(1, jobs or os.cpu_count() or 1)
     ws = Workspace.of(spec, project_root)
@@ -298,7 +301,7 @@ def run_fix(spec: str, opts: Options, *, jobs: int | None = None, timeout: float
     for _ in range(jobs):
         warm.put(worker.prestart())
     try:
-        return _run_fix(ws, opts, jobs, timeout, only, kinds, warm, exhaustive)
+        return _run_fix(ws, opts, jobs, timeout, only, kinds, warm, exhaustive, progress or (lambda _t: None))
     finally:
         while not warm.empty():  # idle workers hold no job: stop them, don't wait for imports
             child = warm.get()
@@ -307,11 +310,13 @@ def run_fix(spec: str, opts: Options, *, jobs: int | None = None, timeout: float
 
 
 def _run_fix(ws: Workspace, opts: Options, jobs: int, timeout: float | None, only: Callable[[Site], bool] | None,
-             kinds: AbstractSet[str] | None, warm: queue.SimpleQueue[object], exhaustive: bool) -> FixReport:
+             kinds: AbstractSet[str] | None, warm: queue.SimpleQueue[object], exhaustive: bool,
+             say: Callable[[str], None]) -> FixReport:
     tfile = target_file(ws.spec)
     hashes = {tfile: file_hash(tfile)} if tfile and os.path.isfile(tfile) else {}
     t0 = time.perf_counter()
-    base = FixReport.of(worker.run(ws.job(opts), timeout=timeout).census)
+    base = FixReport.of(worker.run(ws.job(opts), timeout=timeout,
+                                   progress=lambda t: say(f"baseline census: {t}")).census)
     base.census_seconds = time.perf_counter() - t0
     t0 = time.perf_counter()
     for s in base.sites:  # --apply refuses a file that changed after this point
@@ -332,11 +337,22 @@ def _run_fix(ws: Workspace, opts: Options, jobs: int, timeout: float | None, onl
         rewrites += [(s, Candidate(p.strategy, p.label, Patches(), p)) for p in props]
     rewrites = [(s, c) for s, c in rewrites if kinds is None or c.kind in kinds]
     lock = threading.Lock()
+    count = [0, 0]   # trials done, trials started so far (later batches add to it)
 
     def run_all(cands: dict[str, Candidate]) -> dict[str, Census]:
         left = [len(cands)]
+        count[1] += len(cands)
+        if cands:
+            say(f"trial {count[0]} of {count[1]} done")
 
         def trial(c: Candidate) -> Census:
+            t = one_trial(c)
+            with lock:
+                count[0] += 1
+                say(f"trial {count[0]} of {count[1]} done")
+            return t
+
+        def one_trial(c: Candidate) -> Census:
             with lock:
                 left[0] -= 1
                 child = warm.get() if not warm.empty() else worker.prestart()

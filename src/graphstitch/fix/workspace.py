@@ -16,7 +16,6 @@ import contextlib
 import dataclasses
 import difflib
 import os
-import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,7 +70,7 @@ class Workspace:
                  ) -> Iterator[tuple[worker.Job, Callable[[Census, bool], None]]]:
         """(the census job on the patched project, what maps its census back) while the
         patched copies exist."""
-        with tempfile.TemporaryDirectory(prefix="graphstitch-fix-") as tmp:
+        with procs.temp_dir("graphstitch-fix-") as tmp:
             copies: dict[str, str] = {}    # realpath of the original -> its patched copy
             for path, text in files.items():
                 real = os.path.realpath(path)

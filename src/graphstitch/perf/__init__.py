@@ -10,13 +10,11 @@ Graph/break/recompile counts come from a census, never counted here.
 from __future__ import annotations
 
 import os
-import subprocess
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .. import worker
+from .. import procs, worker
 from ..jsonio import from_trusted
 from ..model import ErrorInfo, ErrorKind
 from ..targets import Options, TargetError, target_root
@@ -148,9 +146,9 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 
 def _measure(spec: str, params: dict[str, Any], cache_dir: str, timeout: float | None) -> Measurement:
-    # The target's own prints would repeat once per timed pass: not on our stdout.
+    # The target's own prints (once per timed pass) stay in the worker's output.log.
     out = worker.run(worker.Job(handler="graphstitch.perf.measure:measure_job", spec=spec, params=params),
-                     timeout=timeout, stdout=subprocess.DEVNULL, inductor_cache=cache_dir, own_cache=True)
+                     timeout=timeout, inductor_cache=cache_dir, own_cache=True)
     m = from_trusted(Measurement, out.data) if out.data else Measurement(params["mode"])
     if out.error is not None and m.error is None:
         m.error = out.error
@@ -167,7 +165,7 @@ def run_perf(spec: str, *, backend: str = "inductor", regional: bool = False, bl
     """
     step = progress or (lambda _s: None)
     base = {"backend": backend, "block": block, "repeats": repeats, "warmup": warmup, "max_seconds": max_seconds}
-    with tempfile.TemporaryDirectory(prefix="graphstitch-perf-cache-") as tmp:
+    with procs.temp_dir("graphstitch-perf-cache-") as tmp:
         # Eager first: it also checks the target and the blocks, so a bad one fails in seconds.
         step("eager")
         eager = _measure(spec, dict(base, mode="eager", regional=regional), os.path.join(tmp, "eager"), timeout)

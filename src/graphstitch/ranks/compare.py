@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..changes import CensusDiff, collective_sequence, diff, schedule_sequence
-from ..model import Census, Graph, SiteId
+from ..model import Census, Graph, SiteId, gb_text
 from ..records import compile_order
 
 _COLLECTIVE_TEXT = re.compile(
@@ -166,7 +166,7 @@ def _site_divergences(ref: int, censuses: dict[int, Census], diffs: dict[int, Ce
         lack = sorted(r for r, s in by.items() if s is None)
         s = by[have[0]]
         if lack:
-            msg = (f"break {s.gb_id} ({s.gb_type}) at {s.file}:{s.line} `{s.code.strip()}` in "
+            msg = (f"break {gb_text(s.gb_id)} ({s.gb_type}) at {s.file}:{s.line} `{s.code.strip()}` in "
                    f"{s.function} is taken on {fmt_ranks(have)} only, not on {fmt_ranks(lack)}: "
                    "a rank-dependent code path inside the compiled region")
             out.append(Divergence("break_site", have, lack, s.compile_ids[0], s.file, s.line, msg,
@@ -177,7 +177,7 @@ def _site_divergences(ref: int, censuses: dict[int, Census], diffs: dict[int, Ce
         if len(groups) > 1:
             odd = sorted(r for g in groups[1:] for r in g)
             sides = "; ".join(f"{fmt_ranks(g)}: {events[g[0]]}" for g in groups)
-            msg = (f"break {s.gb_id} at {s.file}:{s.line} `{s.code.strip()}` is reported a different "
+            msg = (f"break {gb_text(s.gb_id)} at {s.file}:{s.line} `{s.code.strip()}` is reported a different "
                    f"number of times per rank ({sides}): the ranks compiled that code differently often")
             odd_site = censuses[odd[0]].site(s.id)
             cid = odd_site.compile_ids[-1] if odd_site else s.compile_ids[-1]
@@ -343,7 +343,7 @@ def _flags(censuses: dict[int, Census], divergences: list[Divergence]) -> list[F
                     else "a collective call")
             seen[s.id] = Flag("disabled_collective" if disabled else "collective_break", [r], s.file, s.line,
                               s.gb_id, s.code, f"{s.file}:{s.line} `{s.code.strip()}` ({what}) breaks the graph "
-                                               f"({s.gb_id}: {s.gb_type})", FUNCTIONAL_ADVICE)
+                                               f"({gb_text(s.gb_id)}: {s.gb_type})", FUNCTIONAL_ADVICE)
     return flags + list(seen.values())
 
 

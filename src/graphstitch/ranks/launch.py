@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -49,7 +48,7 @@ def run_ranks(spec: str | None, nproc: int, options: Options | None = None, *, s
     """Launch ``nproc`` ranks, each running the target (or script) under capture. Returns
     (census per rank, run info). Never leaves a process behind."""
     owned = trace_dir is None
-    outdir = tempfile.mkdtemp(prefix="graphstitch-ranks-") if owned else str(trace_dir)
+    outdir = procs.own_temp(tempfile.mkdtemp(prefix="graphstitch-ranks-")) if owned else str(trace_dir)
     os.makedirs(outdir, exist_ok=True)
     rank_files = [worker.Files(outdir, r) for r in range(nproc)]
     for f in rank_files:  # stale files from an earlier run in the same --trace-dir
@@ -86,7 +85,7 @@ def run_ranks(spec: str | None, nproc: int, options: Options | None = None, *, s
     info = RunInfo(nproc, timed_out, round(wall, 3), rc, None if owned else outdir,
                    {} if owned else {r: f.records for r, f in enumerate(rank_files)}, log_tail)
     if owned:
-        shutil.rmtree(outdir, ignore_errors=True)
+        procs.release_temp(outdir)
     return censuses, info
 
 

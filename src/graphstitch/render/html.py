@@ -22,7 +22,7 @@ from markupsafe import Markup
 from ..costs import cost_for
 from ..files import atomic_write
 from ..jsonio import to_json
-from ..model import Census, FrameCompile, Site
+from ..model import Census, FrameCompile, Site, gb_text
 from ..owners import chain_text, group_line
 from ..paths import short_path
 from ..traces import source_context
@@ -30,6 +30,7 @@ from ..traces import source_context
 _ENV = jinja2.Environment(loader=jinja2.PackageLoader("graphstitch", "render/templates"),
                           autoescape=True, trim_blocks=True, lstrip_blocks=True)
 _ENV.filters["short"] = short_path
+_ENV.filters["gb"] = gb_text
 
 
 def side_by_side(patch: str | None) -> list[dict[str, Any]]:
@@ -123,7 +124,7 @@ def _timeline(c: Census) -> list[dict[str, Any]]:
                           "label": f"{f.compile_id} {name}",
                           "detail": f"frame skipped ({f.fail_type}): runs eager" if f.fail_type else "no graph"})
         for s in breaks.get(f.compile_id, []):
-            items.append({"kind": "break", "label": f"{s.gb_id} {os.path.basename(s.file)}:{s.line}",
+            items.append({"kind": "break", "label": f"{gb_text(s.gb_id)} {os.path.basename(s.file)}:{s.line}",
                           "detail": s.gb_type})
     return items
 
@@ -138,7 +139,7 @@ def _measured(c: Census) -> dict[str, Any] | None:
     for r in c.cost.regions:
         w = max(width * r.median_s / total, 6.0)
         label = (f"{r.compile_id} graph" if r.kind == "graph" else
-                 f"gap{f' {r.site.gb_id}' if r.site else ''}") + f" {r.median_s * 1e3:.3g} ms"
+                 f"gap{f' {gb_text(r.site.gb_id)}' if r.site else ''}") + f" {r.median_s * 1e3:.3g} ms"
         out.append({"kind": r.kind, "x": round(x, 1), "w": round(w, 1), "label": label,
                     "site": str(r.site) if r.site else "", "show": w > 7 * len(label) + 8})
         x += w + 2

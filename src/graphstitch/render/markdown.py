@@ -7,7 +7,7 @@ import os
 
 from ..costs import cost_for
 from ..files import atomic_write
-from ..model import Census
+from ..model import Census, gb_text
 from ..owners import chain_text
 from ..paths import short_path
 from .sarif import gb_url
@@ -40,7 +40,7 @@ def markdown(censuses: list[Census], notes: dict[str, list[str]] | None = None) 
             out.append("| # | GB id | where | your code | function | events | cost/call | break |")
             out.append("|---|---|---|---|---|---|---|---|")
             for i, s in enumerate(c.sites, 1):
-                gb = f"[{s.gb_id}]({gb_url(s.gb_id)})" if gb_url(s.gb_id) else s.gb_id
+                gb = f"[{s.gb_id}]({gb_url(s.gb_id)})" if gb_url(s.gb_id) else gb_text(s.gb_id)
                 flag = " (frame skipped)" if s.frame_skipped else ""
                 route = s.owner
                 mine = f"`{_cell(chain_text(route))}`" if route is not None and route.chain else "same line"

@@ -14,7 +14,7 @@ from typing import Any
 
 from .. import __version__
 from ..files import atomic_write
-from ..model import Census
+from ..model import Census, gb_text
 from ..owners import chain_text
 
 SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
@@ -82,7 +82,7 @@ def sarif(censuses: list[Census], root: str | os.PathLike[str] | None = None) ->
             results.append({
                 "ruleId": s.gb_id, "ruleIndex": idx,
                 "level": "error" if s.frame_skipped else "warning",
-                "message": {"text": f"Graph break {s.gb_id} in {s.name}: {s.gb_type} "
+                "message": {"text": f"Graph break {gb_text(s.gb_id)} in {s.name}: {s.gb_type} "
                                     f"({s.events} event{'s' if s.events != 1 else ''}).{skipped}"
                                     + via + (f" Hint: {s.hints[0]}" if s.hints else "") + step},
                 "locations": [_location(at.file, at.line, root) if at is not None else _location(s.file, s.line, root)],

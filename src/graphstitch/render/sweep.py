@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..files import atomic_write
+from ..model import gb_text
 from ..paths import short_path
 from ..sweep.rows import RootCause, Row, Status, SweepComparison, SweepReport
 from .html import _ENV, _pygments
@@ -32,7 +33,7 @@ def _match(r: Row) -> str:
 
 
 def _cause_label(c: RootCause) -> str:
-    return f"{c.id.gb_id} {short_path(c.file)}:{c.line}"
+    return f"{gb_text(c.id.gb_id)} {short_path(c.file)}:{c.line}"
 
 
 def headline(rep: SweepReport) -> str:
@@ -102,7 +103,7 @@ def markdown(rep: SweepReport, *, top: int = 30) -> str:
     if rep.root_causes:
         out.append("### Root causes, by models affected\n\n| # | models | GB id | site | code | gb_type |\n|---|---|---|---|---|---|")
         for i, c in enumerate(rep.root_causes[:top], 1):
-            out.append(f"| {i} | {c.model_count} | {c.id.gb_id} | `{_cell(short_path(c.file))}:{c.line}` | "
+            out.append(f"| {i} | {c.model_count} | {gb_text(c.id.gb_id)} | `{_cell(short_path(c.file))}:{c.line}` | "
                        f"`{_cell(c.id.code)}` | {_cell(c.gb_type)} |")
         out.append("")
     out.append("### Targets\n\n| target | status | graphs | sites | events | skipped | recompiles | = eager | s |\n"

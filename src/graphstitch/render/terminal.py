@@ -7,6 +7,7 @@ at 80 columns and in CI logs. Nothing here counts or matches anything itself.
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
@@ -14,17 +15,19 @@ from rich.table import Table
 from rich.text import Text
 
 from ..costs import cost_for
-from ..fix import FixReport
-from ..fix.fixall import FixAll
-from ..gate import Verdict
-from ..guards import GuardReport
-from ..model import Census, Site
+from ..model import Census, Site, gb_text
 from ..owners import chain_text, group_line
 from ..paths import is_internal, short_path
-from ..perf import PerfResult, failed
-from ..perf.timing import LatencyStats
-from ..ranks import RankComparison
 from ..ranks.compare import fmt_ranks
+
+if TYPE_CHECKING:   # types only: importing fix (libcst) or perf here costs every `trace` ~0.4 s and 20 MB
+    from ..fix import FixReport
+    from ..fix.fixall import FixAll
+    from ..gate import Verdict
+    from ..guards import GuardReport
+    from ..perf import PerfResult
+    from ..perf.timing import LatencyStats
+    from ..ranks import RankComparison
 
 
 def _yes_no(v: bool | None) -> str:
@@ -36,6 +39,33 @@ def _say(console: Console, markup: str) -> None:
     for line in Text.from_markup(markup).wrap(console, max(console.width - 3, 20)):
         line.rstrip()
         console.print(Text("   ") + line, no_wrap=True, overflow="fold")
+
+
+def _phrases(console: Console, parts: list[str | tuple[str, str]], indent: str = "", sep: str = " · ") -> None:
+    """Short markup phrases ("recompile causes 2", "sites 2→2") joined by SEP (or by the
+    separator a (phrase, sep) part brings) and wrapped only between phrases, never inside one:
+    each line is laid out here and printed unwrapped. A phrase wider than the console alone
+    is cut with an ellipsis."""
+    lines: list[Text] = []
+    for part in parts:
+        markup, before = part if isinstance(part, tuple) else (part, sep)
+        if not markup:
+            continue
+        t = Text.from_markup(markup)
+        if lines and lines[-1].cell_len + len(before) + t.cell_len <= console.width:
+            lines[-1].append(before)
+            lines[-1].append(t)
+        else:
+            lines.append(Text(indent) + t if lines else t)
+    for line in lines:
+        console.print(line, no_wrap=True, overflow="ellipsis")
+
+
+def _say_at(console: Console, markup: str, indent: str) -> None:
+    """Prose wrapped at words, every line at INDENT."""
+    for line in Text.from_markup(markup).wrap(console, max(console.width - len(indent), 20)):
+        line.rstrip()
+        console.print(Text(indent) + line, no_wrap=True, overflow="fold")
 
 
 def _ms(seconds: float) -> str:
@@ -67,16 +97,21 @@ def _stack(console: Console, s: Site, full: bool) -> None:
     flush()
 
 
-def _semantics(c: Census) -> str:
-    return ("fullgraph=True semantics (capture_scalar_outputs, capture_dynamic_output_shape_ops): "
-            "each site would fail a fullgraph compile" if c.semantics == "fullgraph"
-            else "default torch.compile semantics (fullgraph=False); --fullgraph-semantics for fullgraph=True")
+def _semantics(c: Census, flag: bool) -> list[str]:
+    if c.semantics == "fullgraph":
+        return ["fullgraph=True semantics (capture_scalar_outputs, capture_dynamic_output_shape_ops):",
+                "each site would fail a fullgraph compile"]
+    return ["default torch.compile semantics (fullgraph=False)",
+            *(["--fullgraph-semantics for fullgraph=True"] if flag else [])]
 
 
-def census(c: Census, console: Console | None = None, full_stack: bool = False) -> None:
+def census(c: Census, console: Console | None = None, full_stack: bool = False, *, command: str = "census",
+           fullgraph_flag: bool = True) -> None:
+    """COMMAND names the command in the header; FULLGRAPH_FLAG: it has --fullgraph-semantics
+    to suggest (`run` and `trace` do not)."""
     console = console or Console(highlight=False)
     cfg = c.config
-    head = f"[bold]graphstitch census[/] {escape(c.target or '')}"
+    head = f"[bold]graphstitch {escape(command)}[/] {escape(c.target or '')}"
     bits = [f"torch {escape(c.torch_version or '?')}"]
     if cfg.get("backend"):
         bits.append(f"backend {escape(str(cfg['backend']))}")
@@ -85,21 +120,22 @@ def census(c: Census, console: Console | None = None, full_stack: bool = False) 
     if c.calls:
         bits.append(f"{c.calls} call{'s' if c.calls != 1 else ''}")
     console.print(head)
-    console.print("[dim]" + " · ".join(bits) + "[/]")
-    console.print(f"[dim]{escape(_semantics(c))}[/]")
-    console.print(
-        f"graphs [bold]{c.graph_count}[/] · break sites [bold]{len(c.sites)}[/] · "
-        f"break events [bold]{c.break_events}[/] · skipped frames [bold]{len(c.skipped_frames)}[/] · "
-        f"recompile causes [bold]{len(c.recompiles)}[/] ({c.recompile_count} recompiles) · "
-        f"compile {c.compile_seconds:.2f} s · outputs match eager {_yes_no(c.outputs_match_eager)}")
+    _phrases(console, [f"[dim]{b}[/]" for b in bits])
+    _phrases(console, [f"[dim]{escape(x)}[/]" for x in _semantics(c, fullgraph_flag)], sep="; ")
+    _phrases(console, [
+        f"graphs [bold]{c.graph_count}[/]", f"break sites [bold]{len(c.sites)}[/]",
+        f"break events [bold]{c.break_events}[/]", f"skipped frames [bold]{len(c.skipped_frames)}[/]",
+        f"recompile causes [bold]{len(c.recompiles)}[/] ({c.recompile_count} recompiles)",
+        f"compile {c.compile_seconds:.2f} s", f"outputs match eager {_yes_no(c.outputs_match_eager)}"])
     if c.output_mismatch:
         console.print(f"  [red]{escape(c.output_mismatch)}[/]")
     cost = c.cost
     if cost is not None:
-        eager = f" · eager {_ms(cost.eager.median_s)}" if cost.eager else ""
-        console.print(f"warm call {_ms(cost.call.median_s)} (IQR {_ms(cost.call.q3_s - cost.call.q1_s)}, "
-                      f"{cost.rounds} alternating rounds{'' if cost.stable else ', [yellow]not stable[/]'})"
-                      f"{eager} · in graphs {_ms(cost.graphs.median_s)} · in eager gaps {_ms(cost.gaps.median_s)}")
+        _phrases(console, [
+            f"warm call {_ms(cost.call.median_s)} (IQR {_ms(cost.call.q3_s - cost.call.q1_s)}, "
+            f"{cost.rounds} alternating rounds{'' if cost.stable else ', [yellow]not stable[/]'})",
+            f"eager {_ms(cost.eager.median_s)}" if cost.eager else "",
+            f"in graphs {_ms(cost.graphs.median_s)}", f"in eager gaps {_ms(cost.gaps.median_s)}"])
 
     if c.sites:
         # One block per site rather than a wide table: readable at 80 columns and in CI logs.
@@ -110,13 +146,14 @@ def census(c: Census, console: Console | None = None, full_stack: bool = False) 
         console.print("\n[bold underline]Break sites, ranked by "
                       f"{'measured cost' if cost is not None else 'impact'}[/]")
         for i, s in enumerate(order, 1):
-            flag = " [bold red]· whole frame skipped (runs eager)[/]" if s.frame_skipped else ""
             sc = cost_for(c, s.id)
-            spent = (f" · [bold]{_ms(sc.seconds.median_s)}/call[/] ({sc.share:.0%}, IQR "
-                     f"{_ms(sc.seconds.q3_s - sc.seconds.q1_s)})" if sc else "")
-            console.print(f"[bold]{i}. {s.gb_id}[/] {escape(short_path(s.file))}:{s.line} in "
-                          f"[bold]{escape(s.name)}[/] · {s.events} event{'s' if s.events != 1 else ''}"
-                          f" · depth {s.nesting_depth}{spent}{flag}")
+            _phrases(console, [
+                f"[bold]{i}. {gb_text(s.gb_id)}[/]", (f"{escape(short_path(s.file))}:{s.line}", " "),
+                (f"in [bold]{escape(s.name)}[/]", " "),
+                f"{s.events} event{'s' if s.events != 1 else ''}", f"depth {s.nesting_depth}",
+                f"[bold]{_ms(sc.seconds.median_s)}/call[/] ({sc.share:.0%}, IQR "
+                f"{_ms(sc.seconds.q3_s - sc.seconds.q1_s)})" if sc else "",
+                "[bold red]whole frame skipped (runs eager)[/]" if s.frame_skipped else ""], indent="   ")
             if s.code:
                 _code(console, s.line, s.code)
             r = s.owner
@@ -158,8 +195,12 @@ def census(c: Census, console: Console | None = None, full_stack: bool = False) 
         console.print("\n[bold underline]Recompile causes[/]")
         for rc in c.recompiles:
             names = " · ".join(f"{f}({n})" if (n := rc.names.get(f)) else f for f in rc.frames)
-            console.print(f"[bold]{rc.count} recompile{'s' if rc.count != 1 else ''}[/] · "
-                          f"compile {rc.compile_seconds:.2f} s · {escape(rc.reason)}")
+            rhead: list[str | tuple[str, str]] = [f"[bold]{rc.count} recompile{'s' if rc.count != 1 else ''}[/]",
+                                                  f"compile {rc.compile_seconds:.2f} s"]
+            fits = len(f"{rc.count} recompiles · compile {rc.compile_seconds:.2f} s · {rc.reason}") <= console.width
+            _phrases(console, [*rhead, escape(rc.reason)] if fits else rhead, indent="   ")
+            if not fits:   # a long guard reason is prose: wrapped at words, never cut
+                _say(console, escape(rc.reason))
             console.print(f"   frames: {escape(names)}")
             for tip in rc.advice:
                 _say(console, f"[magenta]Advice:[/] {escape(tip)}")
@@ -169,8 +210,8 @@ def census(c: Census, console: Console | None = None, full_stack: bool = False) 
         for f in c.skipped_frames:
             resumed = f" (resumed after line {f.resumed_at})" if f.resumed_at is not None else ""
             span = f"{f.start}-{f.end}" if f.start is not None and f.end is not None else str(f.line)
-            console.print(f"[bold]{escape(f.name)}[/]{resumed} {escape(short_path(f.file))}:{span} · "
-                          f"tracing stopped at line {f.line} · {escape(f.fail_type)}")
+            _phrases(console, [f"[bold]{escape(f.name)}[/]{resumed}", (f"{escape(short_path(f.file))}:{span}", " "),
+                               f"tracing stopped at line {f.line}", escape(f.fail_type)], indent="   ")
             _say(console, f"{escape(f.reason)}")
 
     if c.coverage.untraced:
@@ -184,10 +225,26 @@ def census(c: Census, console: Console | None = None, full_stack: bool = False) 
         _, sep, user = c.error.message.partition("from user code:")
         if sep:
             console.print(f"[dim]from user code:\n{escape(user.strip()[:1200])}[/]", soft_wrap=True)
+        if c.output:
+            target_output(c.output, console, lines=20)
 
 
-def fixes(report: FixReport, console: Console | None = None) -> None:
-    """Trials per site, best first, one line each (readable at 80 columns and in CI logs)."""
+def target_output(text: str, console: Console, *, lines: int | None = None, indent: str = "") -> None:
+    """What a target printed (captured in its worker), dimmed and marked as its own: the last
+    LINES lines, or all that was kept."""
+    body = text.rstrip("\n").splitlines()
+    if not body:
+        return
+    cut = len(body) - lines if lines is not None and len(body) > lines else 0
+    more = f", last {lines} lines" if cut else ""
+    console.print(f"{indent}[dim]── the target's own output{more} ──[/]")
+    for ln in body[cut:]:
+        console.print(Text(indent + ln, style="dim"), soft_wrap=True)
+
+
+def fixes(report: FixReport, console: Console | None = None, verbose: bool = False) -> None:
+    """Trials per site, best first, one line each (readable at 80 columns and in CI logs).
+    An errored trial shows the end of its own output (all of it with VERBOSE)."""
     console = console or Console(highlight=False)
     if not report.fixes and not report.no_candidate:
         console.print("[dim]No fix candidates tried.[/]")
@@ -197,19 +254,27 @@ def fixes(report: FixReport, console: Console | None = None) -> None:
         console.print(f"\n[bold underline]Fixes for {escape(rows[0].label)}[/]")
         for f in rows:
             b, a = f.before, f.after
-            mark = "[bold green]VERIFIED[/]" if f.verified else "[red]rejected[/]"
+            mark = "[bold green]VERIFIED[/]" if f.verified else "[bold red]ERROR[/]" if f.error else "[red]rejected[/]"
             if f.verified and f.given_inputs_only:
                 mark += " [yellow]on the given inputs only[/]"
-            on = f" · on {f.ranks} gloo ranks" if f.ranks else ""
-            up = " · [yellow]upstream patch[/] (outside your project: to send to the library)" if f.upstream else ""
-            console.print(f"  {mark} {escape(f'[{f.strategy}]')} {escape(f.candidate)} · graphs {b.graphs}→{a.graphs}"
-                          f" · sites {b.sites}→{a.sites}{on}{up}")
+            # An errored trial proved nothing: its counts (graphs 8→0) would read as a win.
+            counts = ["[red]no verdict: the trial failed[/]"] if f.error else [
+                f"graphs {b.graphs}→{a.graphs}", f"sites {b.sites}→{a.sites}"]
+            _phrases(console, [f"  {mark} {escape(f'[{f.strategy}]')} {escape(f.candidate)}", *counts,
+                               f"on {f.ranks} gloo ranks" if f.ranks else "",
+                               "[yellow]upstream patch[/] (outside your project: to send to the library)"
+                               if f.upstream else ""], indent="      ")
+            if f.error:
+                _say_at(console, f"[red]error ({escape(f.error.kind.value)}): "
+                                 f"{escape(f.error.type or '')} {escape(f.error.headline[:300])}[/]", "      ")
             if f.tradeoff:
-                console.print(f"      [dim]trade-off: {escape(f.tradeoff)}[/]")
-            for why in f.why_not:
+                _say_at(console, f"[dim]trade-off: {escape(f.tradeoff)}[/]", "      ")
+            for why in (f.why_not[1:] if f.error else f.why_not):   # the first says the error, shown above
                 console.print(f"      [dim]{escape(why)}[/]")
             if f.given_inputs_only:
                 console.print(f"      [dim]no fresh inputs compared: {escape(f.given_inputs_only)}[/]")
+            if f.output:
+                target_output(f.output, console, lines=None if verbose else 6, indent="      ")
             if f.uncovered:
                 console.print(f"      [dim]uncovered (code Dynamo never traced before, now seen): "
                               f"{escape(', '.join(f.uncovered))}[/]")
@@ -220,7 +285,7 @@ def fixes(report: FixReport, console: Console | None = None) -> None:
                 console.print(f"  [yellow]no rewrite[/] ({escape(r.rule)}): [dim]{escape(r.reason)}[/]")
     for r in report.no_candidate:
         site = report.site(r.site)
-        label = f"{r.site.gb_id} {r.site.path}:{site.line if site else '?'}"
+        label = f"{gb_text(r.site.gb_id)} {r.site.path}:{site.line if site else '?'}"
         console.print(f"\n[bold underline]No fix candidate for {escape(label)}[/]\n  [dim]{escape(r.reason)}[/]")
 
 
@@ -238,8 +303,9 @@ def fix_all(result: FixAll, console: Console | None = None) -> None:
     """`fix --all`: the steps to the fixed point, graphs before and after, what is left."""
     console = console or Console(highlight=False)
     s, f = result.start, result.final
-    console.print(f"[bold]graphstitch fix --all[/] {escape(result.target)}: graphs {s.graphs}→{f.graphs} · "
-                  f"sites {s.sites}→{f.sites} · break events {s.break_events}→{f.break_events}")
+    _phrases(console, [f"[bold]graphstitch fix --all[/] {escape(result.target)}:", f"graphs {s.graphs}→{f.graphs}",
+                       f"sites {s.sites}→{f.sites}", f"break events {s.break_events}→{f.break_events}"],
+             indent="  ")
     for i, st in enumerate(result.steps, 1):
         console.print(f"  {i}. {escape(f'[{st.strategy}]')} {escape(st.label)}: {escape(st.candidate)} (graphs → {st.graphs})")
         console.print(f"      [dim]trade-off: {escape(st.tradeoff)}[/]")
@@ -311,6 +377,7 @@ def perf(result: PerfResult, console: Console | None = None) -> None:
         con.print(f"regional vs whole: latency {_fmt(r.regional_vs_whole_latency, '×')}, cold compile "
                   f"{_fmt(r.regional_vs_whole_compile_cold, '×')}, warm compile "
                   f"{_fmt(r.regional_vs_whole_compile_warm, '×')} (>1: regional better) — [bold]{w.summary}[/]")
+    from ..perf import failed
     err = failed(result)
     if err:
         con.print(f"[red]{err.side} failed ({err.error.kind.value}): {escape(err.error.headline)}[/]")

@@ -18,14 +18,14 @@ def documents() -> dict[str, type]:
     from ..fix import FixReport
     from ..fix.fixall import FixAll
     from ..fix.sweep import SweepFixes
-    from ..gate import Baseline
+    from ..gate import Baseline, CheckReport
     from ..guards import GuardReport
     from ..model import Census
     from ..perf import PerfResult
     from ..ranks import RanksReport, TraceReport
     from ..sweep import Row, SweepReport
     return {"census": Census, "fix": FixReport, "fixall": FixAll, "perf": PerfResult, "ranks": RanksReport,
-            "trace": TraceReport, "guards": GuardReport, "baseline": Baseline,
+            "trace": TraceReport, "guards": GuardReport, "baseline": Baseline, "check": CheckReport,
             "sweep": SweepReport, "sweep_row": Row, "sweep_fixes": SweepFixes}
 
 

@@ -74,8 +74,9 @@ def _term_as_interrupt() -> Callable[[], None]:
     killed and the rows so far stay in the file, ready for --resume. Returns the undo."""
     import signal
     import threading
-    if threading.current_thread() is not threading.main_thread():
-        return lambda: None
+    if threading.current_thread() is not threading.main_thread() \
+            or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return lambda: None   # the command line owns signals already (procs.own_signals)
 
     def handler(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt
