@@ -192,7 +192,7 @@ def test_no_phrase_is_broken_at_any_width(demo, width):
                f"skipped frames {len(c.skipped_frames)}", "outputs match eager yes",
                "default torch.compile semantics (fullgraph=False)", "--fullgraph-semantics for fullgraph=True"]
     for s in c.sites:
-        phrases += [f"{s.events} events", f"depth {s.nesting_depth}", f"in {s.function}"]
+        phrases += [f"{s.events} events", f"depth {s.nesting_depth}", f"in {s.name}"]
     for r in c.recompiles:
         phrases.append(f"{r.count} recompiles")
     for p in phrases:
