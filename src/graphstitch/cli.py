@@ -396,9 +396,9 @@ def _backup(path: str) -> bool:
 
 GUARDS_EXIT_HELP = """\b
 Exit codes:
-  0  stable: --repeat made no recompile; --vary generalized after at most one recompile
-     per frame and recompile_limit was not hit
-  1  unstable: a recompile on repeated calls, no generalization, or recompile_limit hit
+  0  stable: the repeat passes made no recompile (the first pass may); --vary generalized
+     after at most one recompile per frame; recompile_limit was not hit
+  1  unstable: a recompile in a repeat pass, no generalization, or recompile_limit hit
   2  usage error or bad target
   3  the target itself failed
 """
@@ -407,7 +407,8 @@ Exit codes:
 @main.command(epilog=TARGET_HELP + "\n" + GUARDS_EXIT_HELP)
 @click.argument("target")
 @click.option("--repeat", type=click.IntRange(min=2), default=None,
-              help="Make the factory's calls N times; any recompile is a failure naming its cause.")
+              help="Make the factory's calls N times (default 2 without --vary); a recompile in a repeat pass is a "
+                   "failure naming its cause (recompiles in the first pass, over the factory's own calls, are reported).")
 @click.option("--vary", "vary", metavar="[NAME:]DIM", default=None,
               help="Call the factory's first call with one tensor's dimension changed over a few sizes (0 = first tensor argument, x:0 = argument x).")
 @click.option("--sizes", default=None, metavar="N,N,...", help="Sizes for --vary (default: the original size, then 3 larger ones).")
@@ -425,8 +426,10 @@ def guards(target: str, repeat: int | None, vary: str | None, sizes: str | None,
     cache entry as a diff against the previous one (object ids, addresses and the global
     state blob normalized away). Runs in this process.
     """
-    if (repeat is None) == (vary is None):
-        fail("give exactly one of --repeat N or --vary DIM (see `graphstitch guards --help`)")
+    if repeat is not None and vary is not None:
+        fail("give one of --repeat N or --vary DIM, not both (see `graphstitch guards --help`)")
+    if repeat is None and vary is None:
+        repeat = 2   # the factory's calls (first pass), then once more: what stays compiled
     if sizes and not vary:
         fail("--sizes goes with --vary")
     size_list = None

@@ -255,7 +255,7 @@ def run_calls(cap: Capture, calls: Sequence[Call], opts: Options,
     partial census is still a census. ``reference`` (a source-rewrite trial) makes the
     calls of the original code, whose eager outputs and effects are the reference.
     """
-    cap.note(config=opts.as_config(), calls=len(calls))
+    cap.note(config=opts.as_config(), calls=len(calls), repeat_passes=opts.repeat)
     cap.complete(False)
     ref_calls = list(reference()) if reference is not None else None
     if ref_calls is not None and len(ref_calls) != len(calls):
@@ -291,14 +291,19 @@ def run_calls(cap: Capture, calls: Sequence[Call], opts: Options,
         if opts.fullgraph_semantics:
             extra.update(FULLGRAPH_CONFIG)
         with dynamo.config(nested_graph_breaks=opts.nested_graph_breaks, **extra):
-            for i, (fn, args, kwargs) in enumerate(calls):
+            # The first pass's outputs are checked; repeat passes (the same calls again, as
+            # `guards --repeat` always made them) only show whether the compiled code is kept.
+            for p, i, (fn, args, kwargs) in ((p, i, c) for p in range(1 + opts.repeat) for i, c in enumerate(calls)):
                 # One compiled wrapper per distinct callable, so calls share its cache.
                 cfn = compiled.get(id(fn))
                 if cfn is None:
                     cfn = compiled[id(fn)] = torch.compile(fn, backend=backend, dynamic=opts.dynamic)
+                cap.note(call=i, pass_index=p)
                 _seed()
                 try:
-                    outputs.append(cfn(*args, **kwargs))
+                    out = cfn(*args, **kwargs)
+                    if p == 0:
+                        outputs.append(out)
                 except SystemExit as e:
                     cap.fail(exited(e, f"during call {i + 1} of {len(calls)}"))
                     return

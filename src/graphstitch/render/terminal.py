@@ -18,7 +18,7 @@ from ..fix import FixReport
 from ..fix.fixall import FixAll
 from ..gate import Verdict
 from ..guards import GuardReport
-from ..model import Census, Site
+from ..model import Census, LimitHit, RecompileCause, Site
 from ..owners import chain_text, group_line
 from ..paths import is_internal, short_path
 from ..perf import PerfResult, failed
@@ -73,6 +73,30 @@ def _semantics(c: Census) -> str:
             else "default torch.compile semantics (fullgraph=False); --fullgraph-semantics for fullgraph=True")
 
 
+def limit_hits(hits: list[LimitHit], console: Console) -> None:
+    """Frames that hit the recompile limit: first in every output (they run eagerly, silently)."""
+    for h in hits:
+        calls = (f"; from call {h.call + 1}{' of a repeat pass' if h.repeat else ''} on, {h.eager_calls} call"
+                 f"{'s' if h.eager_calls != 1 else ''} ran it eagerly whenever no cache entry matched"
+                 if h.call is not None and h.eager_calls is not None else "")
+        console.print(f"[bold red]{escape(h.limit)} hit[/] · [bold]{escape(h.function)}[/] "
+                      f"{escape(short_path(h.file))}:{h.line} ({escape(h.compile_id)}){escape(calls)}")
+
+
+def cause_lines(rc: RecompileCause, console: Console) -> None:
+    """A cause's kind, provenance (the user line that made the guard, the break that made the
+    value) and, for a cause that must recompile, why."""
+    if rc.provenance is not None:
+        p = rc.provenance
+        _say(console, f"[bold]{escape(rc.kind)}[/] {escape(rc.subject)} · made at "
+                      f"{escape(short_path(p.file))}:{p.line} in {escape(p.function)}: {escape(p.code[:120])}")
+    if rc.site is not None:
+        _say(console, f"value handed over by the break {escape(rc.site.gb_id)} {escape(rc.site.path)} "
+                      f"{escape(rc.site.function)}: {escape(rc.site.code[:100])}")
+    if rc.expected:
+        _say(console, f"[dim]expected ({rc.count} recompile{'s' if rc.count != 1 else ''}): {escape(rc.expected)}[/]")
+
+
 def census(c: Census, console: Console | None = None, full_stack: bool = False) -> None:
     console = console or Console(highlight=False)
     cfg = c.config
@@ -87,6 +111,7 @@ def census(c: Census, console: Console | None = None, full_stack: bool = False) 
     console.print(head)
     console.print("[dim]" + " · ".join(bits) + "[/]")
     console.print(f"[dim]{escape(_semantics(c))}[/]")
+    limit_hits(c.limit_hits, console)
     console.print(
         f"graphs [bold]{c.graph_count}[/] · break sites [bold]{len(c.sites)}[/] · "
         f"break events [bold]{c.break_events}[/] · skipped frames [bold]{len(c.skipped_frames)}[/] · "
@@ -161,6 +186,7 @@ def census(c: Census, console: Console | None = None, full_stack: bool = False) 
             console.print(f"[bold]{rc.count} recompile{'s' if rc.count != 1 else ''}[/] · "
                           f"compile {rc.compile_seconds:.2f} s · {escape(rc.reason)}")
             console.print(f"   frames: {escape(names)}")
+            cause_lines(rc, console)
             for tip in rc.advice:
                 _say(console, f"[magenta]Advice:[/] {escape(tip)}")
 
@@ -348,8 +374,16 @@ def guards(rep: GuardReport, console: Console | None = None, full: bool = False)
     count = sum(r.count for r in rep.recompiles)
     console.print(f"[bold]graphstitch guards[/] {escape(rep.target or '')} · {escape(mode)} · "
                   f"{count} recompiles · recompile_limit {info.recompile_limit}")
+    limit_hits(rep.limit_hits, console)
+    if info.mode == "repeat":
+        console.print(f"first pass (the factory's calls, which may differ): {rep.first_pass_recompiles} recompiles · "
+                      f"repeat passes (the same calls again): "
+                      + (f"[bold red]{rep.repeat_recompiles}[/]" if rep.repeat_recompiles else "[green]0[/]")
+                      + " recompiles")
     for r in rep.recompiles:
-        console.print(f"[bold]recompile cause[/] ({r.count}x, {escape(', '.join(r.frames))}): {escape(r.reason)}")
+        when = f", {r.repeats} in repeat passes" if info.mode == "repeat" and r.repeats else ""
+        console.print(f"[bold]recompile cause[/] ({r.count}x{when}, {escape(', '.join(r.frames))}): {escape(r.reason)}")
+        cause_lines(r, console)
         for a in r.advice:
             console.print(f"  [magenta]Advice:[/] {escape(a)}")
     if rep.shared_code_advice:
