@@ -19,8 +19,8 @@ from typing import Any
 from . import __version__
 from .changes import diff
 from .jsonio import JSONError, from_json, to_json
-from .model import Census, FrameId, Graph, RecompileCause, Site, SiteId, SkippedFrame, normalize_code
-from .paths import short_path
+from .model import CauseId, Census, FrameId, Graph, LimitHit, RecompileCause, Site, SiteId, SkippedFrame, normalize_code
+from .paths import identity_path, short_path
 
 BASELINE_FORMAT = 2
 BUDGET_KEYS = ("max_breaks", "max_graphs", "max_recompiles")
@@ -51,6 +51,15 @@ class BaselineFrame:
 class BaselineCause:
     reason: str
     count: int
+    id: CauseId | None = None     # absent in baselines of graphstitch before recompile identities
+
+
+@dataclass
+class BaselineLimit:
+    """A frame at the recompile limit: the gate fails when a new one appears."""
+    path: str
+    function: str
+    limit: str
 
 
 @dataclass
@@ -60,6 +69,7 @@ class BaselineEntry:
     sites: list[BaselineSite] = field(default_factory=list)
     skipped_frames: list[BaselineFrame] = field(default_factory=list)
     recompiles: list[BaselineCause] = field(default_factory=list)
+    limit_hits: list[BaselineLimit] = field(default_factory=list)
 
     @classmethod
     def of(cls, c: Census) -> BaselineEntry:
@@ -70,7 +80,9 @@ class BaselineEntry:
                          key=lambda e: (e.id.path, e.line, e.id.gb_id)),
             skipped_frames=sorted((BaselineFrame(f.id, f.line, f.fail_type) for f in c.skipped_frames),
                                   key=lambda e: (e.id.path, e.line)),
-            recompiles=sorted((BaselineCause(r.reason, r.count) for r in c.recompiles), key=lambda e: e.reason))
+            recompiles=sorted((BaselineCause(r.reason, r.count, r.id) for r in c.recompiles), key=lambda e: e.reason),
+            limit_hits=sorted((BaselineLimit(identity_path(h.file, c.project_root), h.function, h.limit)
+                               for h in c.limit_hits), key=lambda e: (e.path, e.function)))
 
     def census(self, target: str) -> Census:
         """The baseline as a Census, for ``diff``: only what the gate compares is there."""
@@ -81,7 +93,8 @@ class BaselineEntry:
                    for e in self.sites],
             skipped_frames=[SkippedFrame(e.id, "?", e.id.path, e.line, e.id.function, e.fail_type, "")
                             for e in self.skipped_frames],
-            recompiles=[RecompileCause(e.reason, e.count) for e in self.recompiles])
+            recompiles=[RecompileCause(e.reason, e.count, id=e.id) for e in self.recompiles],
+            limit_hits=[LimitHit("?", e.path, 0, e.function, e.limit, "") for e in self.limit_hits])
 
 
 @dataclass
@@ -205,6 +218,9 @@ def compare(target: str, c: Census, base: BaselineEntry | None, *, base_torch: s
             v.warnings.append(f"baseline was made with torch {base_torch}, this is torch {c.torch_version}: "
                               "sites are matched without their GB id; re-baseline with --update")
         d = diff(base.census(target), c, match_gb=same_torch)
+        for h in d.new_limit_hits:   # first: the frame now runs eagerly, silently
+            v.regressions.append(f"new {h.limit} hit: {h.function} at {_at(h.file, h.line)} runs eagerly "
+                                 f"from call {h.call + 1 if h.call is not None else '?'} on")
         for s in d.new_sites:
             v.regressions.append(f"new break site {s.gb_id} at {_at(s.file, s.line)} in {s.function}: {s.code.strip()}")
         for ch in d.site_events:
@@ -223,7 +239,8 @@ def compare(target: str, c: Census, base: BaselineEntry | None, *, base_torch: s
         for f in d.gone_skipped:
             v.improvements.append(f"frame no longer skipped: {f.function} at {f.id.path}:{f.line}")
         for r in d.new_causes:
-            v.regressions.append(f"new recompile cause ({r.count}x): {r.reason}")
+            at = f" at {_at(r.provenance.file, r.provenance.line)}" if r.provenance else ""
+            v.regressions.append(f"new recompile cause ({r.count}x){at}: {r.reason}")
         for cc in d.cause_counts:
             words = "more" if cc.after > cc.before else "fewer"
             (v.regressions if cc.after > cc.before else v.improvements).append(
