@@ -668,6 +668,7 @@ def fix(target: str, json_path: str | None, jobs: int | None, backend: str, site
             click.echo(result.patch, nl=False)
         return
     report = run_fix(target, opts, jobs=jobs, timeout=timeout, kinds=set(kinds) or WRITTEN_KINDS, project_root=ws.project,
+                     causes=site_filter is None,
                      only=(lambda s: site_filter in f"{s.gb_id} {s.id.path}:{s.line}") if site_filter else None)
     if report.error and report.error.kind is ErrorKind.TARGET:
         fail(report.error.message)

@@ -460,6 +460,19 @@ def _fresh(x: Any, gen: torch.Generator, keep_ints: bool = False) -> Any:
     return x
 
 
+def _fresh_pair(x: Any, ref: Any, gen: torch.Generator, keep_ints: bool) -> Any:
+    """``_fresh(x)``, except where the original call passed a Python number and this one a 0-d
+    tensor: the tensor of that same number (numbers are never made fresh)."""
+    if isinstance(x, torch.Tensor) and x.dim() == 0 and isinstance(ref, (int, float)) and not isinstance(ref, bool):
+        return torch.tensor(ref, dtype=x.dtype, device=x.device)
+    if isinstance(x, (list, tuple)) and isinstance(ref, (list, tuple)) and len(x) == len(ref) \
+            and not hasattr(x, "_fields"):
+        return type(x)(_fresh_pair(v, r, gen, keep_ints) for v, r in zip(x, ref))
+    if isinstance(x, dict) and isinstance(ref, dict):
+        return {k: _fresh_pair(v, ref.get(k), gen, keep_ints) for k, v in x.items()}
+    return _fresh(x, gen, keep_ints)
+
+
 _NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
 
 
@@ -482,9 +495,11 @@ def _fresh_check(cap: Capture, calls: Sequence[Call], compiled: dict[int, Callab
     the checks say so (``fresh_unusable``): equality is then proved on the given calls only."""
     unusable = None
     for keep_ints in (False, True):
+        # The original code gets the same fresh values (same structure, same generator seed);
+        # a number the patched call passes as a 0-d tensor (a recompile fix) keeps its value.
         gen = torch.Generator().manual_seed(1234)
-        fresh = [(fn, _fresh(a, gen, keep_ints), _fresh(k, gen, keep_ints)) for fn, a, k in calls]
-        # The original code gets the same fresh values (same structure, same generator seed).
+        fresh = [(fn, _fresh_pair(a, r[1], gen, keep_ints), _fresh_pair(k, r[2], gen, keep_ints))
+                 for (fn, a, k), r in zip(calls, ref_calls or calls)]
         gen = torch.Generator().manual_seed(1234)
         ref = ([(fn, _fresh(a, gen, keep_ints), _fresh(k, gen, keep_ints)) for fn, a, k in ref_calls]
                if ref_calls is not None else fresh)

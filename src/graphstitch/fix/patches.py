@@ -90,6 +90,18 @@ def _config_lines(patches: Patches) -> tuple[list[str], list[str]]:
     return out, list(dict.fromkeys(needs))
 
 
+def config_text(patches: Patches, old: str) -> str:
+    """OLD (a module's text) with the config lines of PATCHES after its imports (and the
+    imports they need): how every config fix, for a break or a recompile cause, is written."""
+    lines = old.splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
+    top = _after_imports(ast.parse(old))
+    cfg, needs = _config_lines(patches)
+    add = [f"import {m}\n" for m in ["torch", *needs] if not re.search(rf"^import {re.escape(m)}\b", old, re.M)]
+    return _keep_end(old, "".join(lines[:top] + add + [ln + "\n" for ln in cfg] + lines[top:]))
+
+
 def home_file(site: Site, tfile: str, root: str | None) -> str:
     """Where a config line for SITE goes: the project module that holds it, else the
     innermost project module on its stack (the user's code calling into a library), else the
@@ -120,8 +132,7 @@ def plan_patch(patches: Patches, wrapped: str | None, site: Site, tfile: str, ro
         return [f"import {m}\n" for m in ["torch", *mods] if not re.search(rf"^import {re.escape(m)}\b", old, re.M)]
 
     if wrap is None:
-        cfg, needs = _config_lines(patches)
-        return path, old, _keep_end(old, "".join(lines[:top] + imports(needs) + [ln + "\n" for ln in cfg] + lines[top:]))
+        return path, old, config_text(patches, old)
     hatch = {"nonstrict_trace": "torch._dynamo.nonstrict_trace", "disable": "torch.compiler.disable"}[wrap.how]
     if path == wrap.file:
         node = next((n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))

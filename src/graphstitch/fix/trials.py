@@ -19,6 +19,7 @@ from collections.abc import Callable
 from collections.abc import Set as AbstractSet
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .. import procs, worker
 from ..advice import advise
@@ -31,6 +32,9 @@ from .candidates import INVASIVENESS, Candidate, candidates, flags_together
 from .rules import STRATEGY_RANK, Rewrite, proposals, user_frames
 from .workspace import Workspace, unified_diff
 
+if TYPE_CHECKING:
+    from .causes import CauseFix, Explained
+
 # The candidate kinds `fix` tries unless told otherwise: those it can write as source.
 WRITTEN_KINDS = frozenset({"rewrite", "caller", "extract", "split", "config", "nonstrict_trace", "disable"})
 
@@ -41,10 +45,13 @@ class Counts:
     sites: int
     break_events: int
     skipped_frames: int
+    recompiles: int = 0       # in the first pass over the factory's calls
+    limit_hits: int = 0
 
     @classmethod
     def of(cls, c: Census) -> Counts:
-        return cls(c.graph_count, len(c.sites), c.break_events, len(c.skipped_frames))
+        return cls(c.graph_count, len(c.sites), c.break_events, len(c.skipped_frames),
+                   sum(r.count - r.repeats for r in c.recompiles), len(c.limit_hits))
 
 
 @dataclass
@@ -103,6 +110,8 @@ class FixReport(Census):
     source_sha256: dict[str, str] = field(default_factory=dict)   # files hashed at the census (--apply refuses changed ones)
     refused: list[Refused] = field(default_factory=list)          # rewrite rules that matched a site but proposed nothing
     no_candidate: list[Refused] = field(default_factory=list)     # sites with no candidate at all, and why
+    cause_fixes: list[CauseFix] = field(default_factory=list)     # recompile-cause trials, best first per cause
+    explained: list[Explained] = field(default_factory=list)      # causes that must recompile, or have no patch to write
     census_seconds: float | None = None                           # wall time of the baseline census
     trials_seconds: float | None = None                           # wall time of all trials (with -j)
 
@@ -289,7 +298,7 @@ def rank(fixes: list[Fix]) -> list[Fix]:
 
 def run_fix(spec: str, opts: Options, *, jobs: int | None = None, timeout: float | None = None,
             only: Callable[[Site], bool] | None = None, kinds: AbstractSet[str] | None = None,
-            project_root: str | None = None, exhaustive: bool = False) -> FixReport:
+            project_root: str | None = None, exhaustive: bool = False, causes: bool = True) -> FixReport:
     """Census the target, then one trial census per distinct candidate, in parallel:
     source rewrites first (each in the workspace: the project with the patch), then config
     flags and run-time hatches for the sites no rewrite fixed (all of them with
@@ -303,7 +312,7 @@ def run_fix(spec: str, opts: Options, *, jobs: int | None = None, timeout: float
     for _ in range(jobs):
         warm.put(worker.prestart())
     try:
-        return _run_fix(ws, opts, jobs, timeout, only, kinds, warm, exhaustive)
+        return _run_fix(ws, opts, jobs, timeout, only, kinds, warm, exhaustive, causes)
     finally:
         while not warm.empty():  # idle workers hold no job: stop them, don't wait for imports
             child = warm.get()
@@ -312,7 +321,8 @@ def run_fix(spec: str, opts: Options, *, jobs: int | None = None, timeout: float
 
 
 def _run_fix(ws: Workspace, opts: Options, jobs: int, timeout: float | None, only: Callable[[Site], bool] | None,
-             kinds: AbstractSet[str] | None, warm: queue.SimpleQueue[object], exhaustive: bool) -> FixReport:
+             kinds: AbstractSet[str] | None, warm: queue.SimpleQueue[object], exhaustive: bool,
+             causes: bool) -> FixReport:
     tfile = target_file(ws.spec)
     hashes = {tfile: file_hash(tfile)} if tfile and os.path.isfile(tfile) else {}
     t0 = time.perf_counter()
@@ -338,7 +348,7 @@ def _run_fix(ws: Workspace, opts: Options, jobs: int, timeout: float | None, onl
     rewrites = [(s, c) for s, c in rewrites if kinds is None or c.kind in kinds]
     lock = threading.Lock()
 
-    def run_all(cands: dict[str, Candidate]) -> dict[str, Census]:
+    def run_all(cands: dict[str, Candidate], o: Options = opts) -> dict[str, Census]:
         left = [len(cands)]
 
         def trial(c: Candidate) -> Census:
@@ -350,11 +360,11 @@ def _run_fix(ws: Workspace, opts: Options, jobs: int, timeout: float | None, onl
             assert isinstance(child, procs.Child)
             if c.rewrite is not None:
                 try:
-                    return ws.census(opts, c.rewrite.files, timeout, warm=child)
+                    return ws.census(o, c.rewrite.files, timeout, warm=child)
                 except (LookupError, OSError, SyntaxError, UnicodeError) as e:
                     child.kill_tree()
                     return dataclasses.replace(base, sites=[], fixes=[], error=ErrorInfo(ErrorKind.PATCH, str(e)))
-            return worker.run(ws.job(dataclasses.replace(opts, patches=c.patches)), timeout=timeout, warm=child).census
+            return worker.run(ws.job(dataclasses.replace(o, patches=c.patches)), timeout=timeout, warm=child).census
 
         with ThreadPoolExecutor(max_workers=jobs) as ex:
             return dict(zip(cands, ex.map(trial, cands.values())))
@@ -384,5 +394,31 @@ def _run_fix(ws: Workspace, opts: Options, jobs: int, timeout: float | None, onl
             why = "; ".join(dict.fromkeys(r.reason for r in base.refused if r.site == s.id))
             base.no_candidate.append(Refused(s.id, "none", why or f"no rewrite rule, config flag or hatch applies "
                                              f"to {s.gb_id} ({s.gb_type or 'no break type'})"))
+    if causes:
+        _cause_trials(base, ws, opts, tfile, factory, run_all, kinds)
     base.trials_seconds = time.perf_counter() - t0
     return base
+
+
+def _cause_trials(base: FixReport, ws: Workspace, opts: Options, tfile: str | None, factory: str,
+                  run_all: Callable[[dict[str, Candidate], Options], dict[str, Census]],
+                  kinds: AbstractSet[str] | None) -> None:
+    """Recompile causes: their candidates, each a source patch censused in the workspace with
+    a repeat pass (a fix that only moves the recompile to identical calls is not one)."""
+    from .causes import Explained, avoidable, cause_candidates, evaluate_cause, explain, rank_causes
+    pairs = []
+    for r in base.recompiles:
+        ex = explain(r)
+        if ex is not None:
+            base.explained.append(ex)
+            continue
+        if r not in avoidable(base):
+            continue
+        cands, why = cause_candidates(r, base, root=ws.project, target_file=tfile, factory=factory)
+        if not cands and r.id is not None:
+            base.explained.append(Explained(r.id, r.count, False, why or "no candidate applies"))
+        pairs += [(r, c) for c in cands if kinds is None or c.kind in kinds]
+    keyed = {"cause:" + c.key: c for _, c in pairs}
+    results = run_all(keyed, dataclasses.replace(opts, repeat=1))
+    base.cause_fixes = rank_causes([evaluate_cause(r, c, base, results["cause:" + c.key],
+                                                   rewrite_diff(c.rewrite) if c.rewrite else None) for r, c in pairs])
