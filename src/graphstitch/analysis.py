@@ -422,6 +422,8 @@ def _recompile_causes(col: _Collected, sites: list[Site], root: str | None) -> l
         if pass_call is not None:
             if pass_call[0] > 0:
                 cause.repeats += 1
+            elif pass_call[0] < 0:
+                cause.checks += 1
             else:
                 cause.calls.append(pass_call[1])
         if fn not in cause.frames:
@@ -530,7 +532,7 @@ def _limit_hits(col: _Collected, c: Census) -> list[LimitHit]:
         limit = "accumulated_recompile_limit" if "accumulated" in text.lower() else "recompile_limit"
         at = col.at.get(sf.compile_id)
         hit = LimitHit(sf.compile_id, sf.file, sf.line, sf.function, limit, sf.reason)
-        if at is not None:
+        if at is not None and at[0] >= 0:
             hit.call, hit.repeat = at[1], at[0] > 0
             hit.eager_calls = max(0, total - (at[0] * c.calls + at[1]))
         out.append(hit)

@@ -241,6 +241,7 @@ class RecompileCause:
     site: SiteId | None = None
     expected: str = ""             # why it must recompile (train/eval, dtype...): explained, never "fixed"
     repeats: int = 0               # of ``count``, recompiles during repeat passes (identical calls again)
+    checks: int = 0                # of ``count``, recompiles during graphstitch's fresh-input check (`fix` trials)
     calls: list[int] = field(default_factory=list)   # the call (0-based, first pass) each recompile happened in
 
 
@@ -436,6 +437,11 @@ class Census:
     @property
     def compile_seconds(self) -> float:
         return round(sum(f.compile_seconds for f in self.frames), 6)
+
+    @property
+    def first_pass_recompiles(self) -> int:
+        """Recompiles over the factory's calls, the first time (not repeats, not graphstitch's checks)."""
+        return sum(r.count - r.repeats - r.checks for r in self.recompiles)
 
     @property
     def clean(self) -> bool:

@@ -25,7 +25,6 @@ import ast
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 
 from ..changes import diff
 from ..files import source_text
@@ -35,46 +34,9 @@ from ..targets import Patches
 from .candidates import Candidate
 from .patches import _after_imports, config_text
 from .rules import Rewrite, proposals
-from .trials import Counts, outputs_proved
+from .trials import CauseFix, Counts, Explained, outputs_proved
 
 DYNAMIC = {"assume_static_by_default": False}   # what torch.compile(dynamic=True) patches
-
-
-@dataclass
-class CauseFix:
-    """One (recompile cause, candidate) trial: what it proved."""
-    cause: CauseId
-    label: str                       # "shape x dim 0 in rowsum (recompiles.py)"
-    candidate: str
-    kind: str                        # mark_dynamic, maybe_mark_dynamic, tensor_arg, buffer, config, rewrite
-    strategy: str                    # caller (at the call site) > rewrite > config
-    verified: bool
-    before: Counts
-    after: Counts
-    recompiles_before: int           # this cause's recompiles
-    recompiles_after: int
-    cause_gone: bool
-    repeat_stable: bool              # a repeat pass over the same calls recompiled nothing
-    outputs_match: bool
-    side_effects_kept: bool | None
-    new_sites: list[str] = field(default_factory=list)
-    new_skipped_frames: list[str] = field(default_factory=list)
-    new_causes: list[str] = field(default_factory=list)
-    why_not: list[str] = field(default_factory=list)
-    tradeoff: str = ""
-    rule: str | None = None
-    patch: str | None = None         # unified diff (relative paths)
-    given_inputs_only: str | None = None
-
-
-@dataclass
-class Explained:
-    """A cause with no fix to try, and why: it must recompile (expected), or its fix is one
-    graphstitch does not write (hoisting an object out of a loop)."""
-    cause: CauseId
-    count: int
-    expected: bool
-    reason: str
 
 
 def label(c: RecompileCause) -> str:
@@ -307,7 +269,7 @@ def evaluate_cause(cause: RecompileCause, cand: Candidate, base: Census, trial: 
                    .replace("  ", " "))
     d = diff(base, trial)
     left = _match(trial, cause.id)
-    after = (left.count - left.repeats) if left else 0
+    after = (left.count - left.repeats - left.checks) if left else 0
     gone_sites = {s.id for s in d.gone_sites}
     new_sites = [f"{s.gb_id} {s.id.path}:{s.line}" for s in d.new_sites if s.id not in gone_sites]
     new_skips = [f"{f.function} {f.id.path}:{f.line}" for f in d.new_skipped]
@@ -319,7 +281,7 @@ def evaluate_cause(cause: RecompileCause, cand: Candidate, base: Census, trial: 
     effects = trial.checks.side_effects_kept
     if not trial.error:
         if after:
-            why.append(f"the cause still recompiles ({cause.count - cause.repeats} -> {after})")
+            why.append(f"the cause still recompiles ({cause.count - cause.repeats - cause.checks} -> {after})")
         if new_sites:
             why.append("new break site " + ", ".join(new_sites))
         if new_skips:
@@ -337,7 +299,7 @@ def evaluate_cause(cause: RecompileCause, cand: Candidate, base: Census, trial: 
             why.append("printed/logged output differs from eager at run time")
     rw = cand.rewrite
     return CauseFix(cause.id, label(cause), cand.label, rw.rule if rw else cand.kind, cand.strategy, not why,
-                    Counts.of(base), Counts.of(trial), cause.count - cause.repeats, after,
+                    Counts.of(base), Counts.of(trial), cause.count - cause.repeats - cause.checks, after,
                     not trial.error and after == 0, not repeats and not trial.error, outputs, effects,
                     new_sites, new_skips, new_causes, why, cand.tradeoff, rw.rule if rw else None, patch,
                     trial.checks.fresh_unusable)

@@ -19,21 +19,17 @@ from collections.abc import Callable
 from collections.abc import Set as AbstractSet
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from .. import procs, worker
 from ..advice import advise
 from ..changes import diff, site_label
 from ..files import file_hash, source_text
-from ..model import Census, ErrorInfo, ErrorKind, Site, SiteId, StackEntry
+from ..model import CauseId, Census, ErrorInfo, ErrorKind, Site, SiteId, StackEntry
 from ..perf.timing import LatencyStats
 from ..targets import Options, Patches, target_file
 from .candidates import INVASIVENESS, Candidate, candidates, flags_together
 from .rules import STRATEGY_RANK, Rewrite, proposals, user_frames
 from .workspace import Workspace, unified_diff
-
-if TYPE_CHECKING:
-    from .causes import CauseFix, Explained
 
 # The candidate kinds `fix` tries unless told otherwise: those it can write as source.
 WRITTEN_KINDS = frozenset({"rewrite", "caller", "extract", "split", "config", "nonstrict_trace", "disable"})
@@ -51,7 +47,7 @@ class Counts:
     @classmethod
     def of(cls, c: Census) -> Counts:
         return cls(c.graph_count, len(c.sites), c.break_events, len(c.skipped_frames),
-                   sum(r.count - r.repeats for r in c.recompiles), len(c.limit_hits))
+                   c.first_pass_recompiles, len(c.limit_hits))
 
 
 @dataclass
@@ -93,6 +89,43 @@ class Fix:
     uncovered: list[str] = field(default_factory=list)   # new sites in code Dynamo never traced before: progress
     upstream: bool = False           # a patch to a file outside the project: offered to send, never written
     given_inputs_only: str | None = None  # why no fresh input set could be compared (outputs proved on the factory's calls)
+
+
+@dataclass
+class CauseFix:
+    """One (recompile cause, candidate) trial: what it proved."""
+    cause: CauseId
+    label: str                       # "shape x dim 0 in rowsum (recompiles.py)"
+    candidate: str
+    kind: str                        # mark_dynamic, maybe_mark_dynamic, tensor_arg, buffer, config, rewrite
+    strategy: str                    # caller (at the call site) > rewrite > config
+    verified: bool
+    before: Counts
+    after: Counts
+    recompiles_before: int           # this cause's recompiles
+    recompiles_after: int
+    cause_gone: bool
+    repeat_stable: bool              # a repeat pass over the same calls recompiled nothing
+    outputs_match: bool
+    side_effects_kept: bool | None
+    new_sites: list[str] = field(default_factory=list)
+    new_skipped_frames: list[str] = field(default_factory=list)
+    new_causes: list[str] = field(default_factory=list)
+    why_not: list[str] = field(default_factory=list)
+    tradeoff: str = ""
+    rule: str | None = None
+    patch: str | None = None         # unified diff (relative paths)
+    given_inputs_only: str | None = None
+
+
+@dataclass
+class Explained:
+    """A cause with no fix to try, and why: it must recompile (expected), or its fix is one
+    graphstitch does not write (hoisting an object out of a loop)."""
+    cause: CauseId
+    count: int
+    expected: bool
+    reason: str
 
 
 @dataclass
@@ -334,6 +367,10 @@ def _run_fix(ws: Workspace, opts: Options, jobs: int, timeout: float | None, onl
             real = os.path.realpath(path)
             if real not in hashes and os.path.isfile(real):
                 hashes[real] = file_hash(real)
+    for path in {f.file for f in base.frames}:   # recompile fixes patch the recompiled frames' files
+        real = os.path.realpath(path)
+        if real not in hashes and os.path.isfile(real):
+            hashes[real] = file_hash(real)
     base.source_sha256 = hashes
     advise(base)
     if base.error:
@@ -405,7 +442,7 @@ def _cause_trials(base: FixReport, ws: Workspace, opts: Options, tfile: str | No
                   kinds: AbstractSet[str] | None) -> None:
     """Recompile causes: their candidates, each a source patch censused in the workspace with
     a repeat pass (a fix that only moves the recompile to identical calls is not one)."""
-    from .causes import Explained, avoidable, cause_candidates, evaluate_cause, explain, rank_causes
+    from .causes import avoidable, cause_candidates, evaluate_cause, explain, rank_causes
     pairs = []
     for r in base.recompiles:
         ex = explain(r)

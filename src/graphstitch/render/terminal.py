@@ -205,7 +205,7 @@ def census(c: Census, console: Console | None = None, full_stack: bool = False) 
 def fixes(report: FixReport, console: Console | None = None) -> None:
     """Trials per site, best first, one line each (readable at 80 columns and in CI logs)."""
     console = console or Console(highlight=False)
-    if not report.fixes and not report.no_candidate:
+    if not report.fixes and not report.no_candidate and not report.cause_fixes and not report.explained:
         console.print("[dim]No fix candidates tried.[/]")
         return
     for sid in dict.fromkeys(f.site for f in report.fixes):
@@ -238,6 +238,31 @@ def fixes(report: FixReport, console: Console | None = None) -> None:
         site = report.site(r.site)
         label = f"{r.site.gb_id} {r.site.path}:{site.line if site else '?'}"
         console.print(f"\n[bold underline]No fix candidate for {escape(label)}[/]\n  [dim]{escape(r.reason)}[/]")
+    cause_fixes(report, console)
+
+
+def cause_fixes(report: FixReport, console: Console) -> None:
+    """Recompile causes: each cause's trials (recompiles before -> after), then the causes
+    explained as expected or left without a patch."""
+    for cid in dict.fromkeys(f.cause for f in report.cause_fixes):
+        rows = [f for f in report.cause_fixes if f.cause == cid]
+        console.print(f"\n[bold underline]Fixes for recompile cause {escape(rows[0].label)}[/]")
+        for f in rows:
+            mark = "[bold green]VERIFIED[/]" if f.verified else "[red]rejected[/]"
+            if f.verified and f.given_inputs_only:
+                mark += " [yellow]on the given inputs only[/]"
+            console.print(f"  {mark} {escape(f'[{f.strategy}]')} {escape(f.candidate)} · recompiles "
+                          f"{f.recompiles_before}→{f.recompiles_after} · repeat pass "
+                          f"{'stable' if f.repeat_stable else 'recompiles'} · graphs {f.before.graphs}→{f.after.graphs}")
+            if f.tradeoff:
+                console.print(f"      [dim]trade-off: {escape(f.tradeoff)}[/]")
+            for why in f.why_not:
+                console.print(f"      [dim]{escape(why)}[/]")
+            if f.verified and f.patch:
+                compact_diff(f.patch, console)
+    for e in report.explained:
+        head = "Expected recompiles" if e.expected else "No patch for recompile cause"
+        console.print(f"\n[bold underline]{head}: {escape(str(e.cause))}[/] ({e.count}x)\n  [dim]{escape(e.reason)}[/]")
 
 
 def compact_diff(patch: str, console: Console, limit: int = 12) -> None:
