@@ -280,12 +280,15 @@ def fix_all(result: FixAll, console: Console | None = None) -> None:
     console = console or Console(highlight=False)
     s, f = result.start, result.final
     console.print(f"[bold]graphstitch fix --all[/] {escape(result.target)}: graphs {s.graphs}→{f.graphs} · "
-                  f"sites {s.sites}→{f.sites} · break events {s.break_events}→{f.break_events}")
+                  f"sites {s.sites}→{f.sites} · break events {s.break_events}→{f.break_events} · "
+                  f"recompiles {s.recompiles}→{f.recompiles} · recompile-limit hits {s.limit_hits}→{f.limit_hits}")
     for i, st in enumerate(result.steps, 1):
         console.print(f"  {i}. {escape(f'[{st.strategy}]')} {escape(st.label)}: {escape(st.candidate)} (graphs → {st.graphs})")
         console.print(f"      [dim]trade-off: {escape(st.tradeoff)}[/]")
-    for r in result.remaining:
+    for r in [*result.remaining, *result.remaining_causes]:
         console.print(f"  [yellow]left[/] {escape(r)}")
+    for r in result.explained:
+        console.print(f"  [dim]expected: {escape(r)}[/]")
     if result.steps:
         mark = "[bold green]VERIFIED[/]" if result.verified else "[red]NOT verified[/]"
         if result.verified and result.given_inputs_only:
