@@ -87,8 +87,11 @@ def test_item_value_links_its_break_and_the_break_fix_removes_it(proj):
 
 
 def test_counter_attribute_kept_as_buffer_and_limit_hit(proj):
-    r, d = fix(proj, "make_counter_limit")
+    r, d = fix(proj, "make_counter_limit", "--html", str(proj / "fix.html"))
     assert r.exit_code == 0, r.output
+    html = (proj / "fix.html").read_text()
+    assert html.index("recompile_limit hit") < html.index("break sites")   # first in the report
+    assert "keep self.steps as a buffer" in html and f"recompiles.py:{marked_line(SRC, 'STEPS')}" in html
     [hit] = d["limit_hits"]
     assert hit["function"] == "forward" and hit["call"] == 8 and hit["eager_calls"] == 3
     # Reported first: before the summary line in the terminal.
@@ -139,3 +142,24 @@ def test_fix_all_reports_recompiles_before_and_after(proj):
     assert d["start"]["recompiles"] == 3 and d["final"]["recompiles"] == 0 and d["verified"]
     assert [s["strategy"] for s in d["steps"]] == ["rewrite"]
     assert "recompiles 3→0" in r.output
+
+
+def test_census_reports_show_provenance_and_limit_hits(proj):
+    """SARIF lands a cause on the line that made its guard and links the break that handed the
+    value over; Markdown and JSON carry the same; a limit hit is its own result, first."""
+    r = CliRunner().invoke(main, ["census", f"{PATH}:make_item", "--in-process", "--sarif", "i.sarif",
+                                  "--markdown", "i.md", "--json", "i.json"])
+    assert r.exit_code == 0, r.output
+    res = json.loads((proj / "i.sarif").read_text())["runs"][0]["results"]
+    [cause] = [x for x in res if x["ruleId"] == "GS-RECOMPILE"]
+    peak = marked_line(SRC, "PEAK")
+    assert cause["locations"][0]["physicalLocation"]["region"]["startLine"] == peak
+    assert cause["properties"]["kind"] == "scalar" and cause["properties"]["site"].startswith("GB0124 recompiles.py")
+    assert f"`recompiles.py:{peak}`" in (proj / "i.md").read_text()
+    d = assert_valid("census", json.loads((proj / "i.json").read_text()))
+    assert d["recompiles"][0]["site"]["gb_id"] == "GB0124"
+    r = CliRunner().invoke(main, ["census", f"{PATH}:make_counter_limit", "--in-process", "--no-eager-check",
+                                  "--sarif", "l.sarif"])
+    assert r.exit_code == 0, r.output
+    res = json.loads((proj / "l.sarif").read_text())["runs"][0]["results"]
+    assert res[0]["ruleId"] == "GS-RECOMPILE-LIMIT" and "from call 9 on, 3 call(s)" in res[0]["message"]["text"]
