@@ -138,6 +138,7 @@ def normalize_guard_failure(reason: str) -> str:
     s = _CID_PREFIX_RE.sub("", first)
     s = re.sub(r"\s+#.*$", "", s)                       # "  # code  # file:line in fn"
     s = re.sub(r"\.?\s*expected .*?,\s*actual .*$", "", s)
+    s = re.sub(r"(mismatch)\.\s*expected\b.*$", r"\1", s)          # "requires_grad mismatch. expected requires_grad=0"
     s = re.sub(r"0x[0-9a-fA-F]+", "<addr>", s)
     s = re.sub(r"(___check_(?:obj|type)_id\(.*?,\s*)\d+\)", r"\1<id>)", s)
     s = re.sub(r"(==|!=|<=|>=|<|>|\bis\b|\bis not\b)\s*-?\d+(\.\d+)?\b", r"\1 <value>", s)
@@ -474,6 +475,9 @@ def classify(reason: str) -> tuple[str, str]:
     m = re.search(r"___check_(obj|type)_id\((.*?),", reason)
     if m:
         return ("object" if m.group(1) == "obj" else "type"), m.group(2)
+    m = re.match(r"expected type of '(.*?)' to be", reason)   # a parameter that is None in one call, a tensor in another
+    if m:
+        return "type", m.group(1)
     m = re.match(r"len\((.*)\) == <value>", reason)
     if m:
         return "length", m.group(1)

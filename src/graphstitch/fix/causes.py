@@ -66,6 +66,9 @@ def _frame(cause: RecompileCause, c: Census) -> tuple[str, int, str] | None:
 
 def _param(cause: RecompileCause, c: Census, name: str, read: dict[str, str]) -> tuple[int, str] | str:
     """(position among the call's arguments, name) of parameter NAME of the cause's frame, or why not."""
+    star = re.fullmatch(r"args\[(\d+)\]", name)   # forward(*args), as nn.Sequential's: the position itself
+    if star:
+        return int(star.group(1)), name
     fr = _frame(cause, c)
     if fr is None:
         return "the recompiled frame's source is not on this machine"
