@@ -408,7 +408,7 @@ class Census:
 
     __computed__: ClassVar[tuple[str, ...]] = (
         "schema", "graphstitch_version", "graph_count", "break_site_count", "break_events",
-        "recompile_count", "compile_seconds", "clean", "summary")
+        "recompile_count", "first_pass_recompiles", "compile_seconds", "clean", "summary")
 
     @property
     def schema(self) -> str:
