@@ -610,6 +610,12 @@ no new skipped frame appeared, outputs equal eager on the factory's calls and on
 random input set of the same shapes/dtypes, and what the code prints/logs per call at run
 time is unchanged. Trials use --backend aot_eager by default: it is where allow_in_graph
 and nonstrict_trace drop run-time side effects, as inductor does.
+
+Recompile causes get fixes too (mark_dynamic or a 0-d tensor where the factory makes the
+call, a module attribute kept as a buffer, config lines): each is VERIFIED only if that
+cause's recompiles are gone, nothing new appeared, outputs equal eager and a repeat pass
+over the same calls recompiles nothing. Expected recompiles (train/eval, dtype, a string
+picking code) are explained with their count, never "fixed".
 """
 
 
@@ -641,7 +647,7 @@ and nonstrict_trace drop run-time side effects, as inductor does.
 def fix(target: str, json_path: str | None, jobs: int | None, backend: str, site_filter: str | None,
         kinds: tuple[str, ...], show_diff: bool, do_apply: bool, grad: bool, timeout: float, html_path: str | None,
         measure: bool, fix_everything: bool, project: str | None) -> None:
-    """Try fixes for every break in TARGET, verify each, and rank the verified ones."""
+    """Try fixes for every break and recompile cause in TARGET, verify each, and rank the verified ones."""
     check_target(target)
     from .fix import WRITTEN_KINDS, apply_best, run_fix
     from .fix.workspace import Workspace
