@@ -21,13 +21,10 @@ import ast
 import dataclasses
 import json
 import os
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from graphstitch import worker
 from graphstitch.fix import WRITTEN_KINDS, run_fix
 from graphstitch.fix.patches import cause_files
 from graphstitch.fix.workspace import Workspace
@@ -45,16 +42,11 @@ def expect_of(path: Path) -> str:
     return "?"
 
 
-def pristine_check(path: Path, files: dict[str, str], opts: Options) -> tuple[int, int, list[str]]:
-    """Census a fresh copy of the corpus with FILES written (a repeat pass, fresh inputs):
-    (first-pass recompiles, limit hits, why it is not clean)."""
-    with tempfile.TemporaryDirectory(prefix="gs-rc-") as tmp:
-        copy = Path(tmp) / "corpus"
-        shutil.copytree(CORPUS, copy)
-        for p, text in files.items():
-            (copy / Path(p).relative_to(CORPUS)).write_text(text)
-        c = worker.run_target(f"{copy / path.name}:target", dataclasses.replace(opts, repeat=1, fresh=True),
-                              timeout=600).census
+def pristine_check(ws: Workspace, files: dict[str, str], opts: Options) -> tuple[int, int, list[str]]:
+    """Census the untouched corpus with only FILES patched, in a fresh process, with a repeat
+    pass and fresh inputs, against the original code's eager run: (first-pass recompiles,
+    limit hits, why it is not clean)."""
+    c = ws.census(dataclasses.replace(opts, repeat=1, fresh=True), files, 600)
     why = []
     if c.error:
         why.append(f"error: {c.error.headline[:120]}")
@@ -64,6 +56,8 @@ def pristine_check(path: Path, files: dict[str, str], opts: Options) -> tuple[in
         why.append("recompiles on the repeat pass")
     if not c.outputs_match_eager:
         why.append(f"outputs differ from eager: {c.output_mismatch}")
+    if c.checks.fresh_outputs_match is False:
+        why.append(f"fresh outputs differ: {c.checks.fresh_mismatch}")
     return c.first_pass_recompiles, len(c.limit_hits), why
 
 
@@ -92,7 +86,7 @@ def run_one(path: Path, jobs: int) -> dict[str, object]:
         causes.append(row)
     before = rep.first_pass_recompiles
     after, hits_after, why = (before, len(rep.limit_hits), ["nothing written"]) if not files else \
-        pristine_check(path, files, opts)
+        pristine_check(ws, files, opts)
     fixed = [c for c in causes if c["fix"]]
     false_verified = bool(files) and bool(why or after > sum(int(c["count"]) for c in causes if not c["fix"]))
     if rep.error:

@@ -535,6 +535,8 @@ def _limit_hits(col: _Collected, c: Census) -> list[LimitHit]:
             continue
         limit = "accumulated_recompile_limit" if "accumulated" in text.lower() else "recompile_limit"
         at = col.at.get(sf.compile_id)
+        if at is not None and at[0] < 0:
+            continue   # reached during `fix`'s own fresh-input check: calls the user never makes
         hit = LimitHit(sf.compile_id, sf.file, sf.line, sf.function, limit, sf.reason)
         if at is not None and at[0] >= 0:
             hit.call, hit.repeat = at[1], at[0] > 0
