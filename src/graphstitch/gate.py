@@ -264,13 +264,17 @@ def violations(c: Census, limits: dict[str, Any]) -> str | None:
     if v.ok:
         return None
     lines = ["graphstitch: torch.compile limits exceeded: " + "; ".join(v.regressions)]
+    for h in c.limit_hits:   # first: that frame runs eagerly from then on
+        lines.append(f"  {short_path(h.file)}:{h.line} {h.function} hit {h.limit}"
+                     + (f" at call {h.call + 1}: {h.eager_calls} call(s) may have run it eagerly" if h.call is not None else ""))
     for s in c.sites:
         lines.append(f"  {short_path(s.file)}:{s.line} {s.gb_id} {s.gb_type}"
                      + (" (whole frame skipped)" if s.frame_skipped else ""))
         if s.hints:
             lines.append(f"    hint: {s.hints[0]}")
     for r in c.recompiles:
-        lines.append(f"  recompile ({r.count}x in {', '.join(r.frames)}): {r.reason}")
+        at = f" made at {short_path(r.provenance.file)}:{r.provenance.line}" if r.provenance else ""
+        lines.append(f"  recompile ({r.count}x in {', '.join(r.frames)}): {r.reason}{at}")
     return "\n".join(lines)
 
 
