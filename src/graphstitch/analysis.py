@@ -473,6 +473,8 @@ def classify(reason: str) -> tuple[str, str]:
     if m:
         return "training", f"{m.group(1)}.training"
     m = re.search(r"___check_(obj|type)_id\((.*?),", reason)
+    if m and m.group(1) == "obj" and m.group(2).endswith(".__code__"):
+        return "code", m.group(2)[: -len(".__code__")]
     if m:
         return ("object" if m.group(1) == "obj" else "type"), m.group(2)
     m = re.match(r"expected type of '(.*?)' to be", reason)   # a parameter that is None in one call, a tensor in another

@@ -81,6 +81,7 @@ EXPECTED_KINDS = {
     "global_state": "grad mode, autocast or default dtype changed around the call: a different graph",
     "constant": "a string, bool or None value picks the code path: each value is its own graph",
     "type": "an object of another type is a structurally different input",
+    "code": "a different function (another code object) is different code: each is its own graph",
     "length": "a list or tuple of another length is a structurally different input",
 }
 
