@@ -107,18 +107,22 @@ def main() -> None:
     ap.add_argument("-j", "--jobs", type=int, default=2)
     ap.add_argument("--only", nargs="*")
     ap.add_argument("--json", default=str(ROOT / "benchmarks" / "recompile_fix_rate.json"))
+    ap.add_argument("--merge", action="store_true", help="keep the other programs' rows of --json (re-run the --only ones)")
     a = ap.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     progs = sorted(p for p in CORPUS.glob("*.py") if not a.only or p.stem in a.only)
-    rows = []
+    kept = json.loads(Path(a.json).read_text()).get("rows", []) if a.merge and Path(a.json).exists() else []
+    kept = [r for r in kept if r["program"] not in {p.stem for p in progs}]
+    rows: list[dict[str, object]] = []
     for p in progs:
         row = run_one(p, a.jobs)
         rows.append(row)
-        print(f"{row['program']:24} {row['outcome'][:60]:60} recompiles {row['recompiles_before']}->"
+        print(f"{row['program']:24} {str(row['outcome'])[:60]:60} recompiles {row['recompiles_before']}->"
               f"{row['recompiles_after']} limit {row['limit_hits_before']}->{row['limit_hits_after']}"
-              f"{'  FALSE-VERIFIED' if row['false_verified'] else ''}  expect {row['expect'][:30]} "
+              f"{'  FALSE-VERIFIED' if row['false_verified'] else ''}  expect {str(row['expect'])[:30]} "
               f"({row['seconds']} s)", flush=True)
-        Path(a.json).write_text(json.dumps({"rows": rows}, indent=1) + "\n")   # after every program
+        Path(a.json).write_text(json.dumps({"rows": kept + rows}, indent=1) + "\n")   # after every program
+    rows = sorted(kept + rows, key=lambda r: str(r["program"]))
     causes = [c for r in rows for c in r["causes"]]
     avoid = [c for c in causes if c["avoidable"]]
     expected = [c for c in causes if c["expected"]]
