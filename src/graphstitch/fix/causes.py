@@ -93,7 +93,11 @@ def _wrap_call_args(text: str, factory: str, index: int, name: str, before: str,
         return None
     spans: list[ast.expr] = []
     for n in ast.walk(fac):
-        if isinstance(n, ast.Tuple) and len(n.elts) in (2, 3) and isinstance(n.elts[1], ast.Tuple):
+        # A call is (fn, (args...)[, {kwargs}]): fn is no literal, kwargs a dict, so a tuple of
+        # tuples (a table of sizes) is not taken for one.
+        if isinstance(n, ast.Tuple) and len(n.elts) in (2, 3) and isinstance(n.elts[1], ast.Tuple) \
+                and not isinstance(n.elts[0], (ast.Tuple, ast.List, ast.Constant)) \
+                and (len(n.elts) == 2 or isinstance(n.elts[2], (ast.Dict, ast.Call, ast.Name))):
             args = n.elts[1].elts
             if index < len(args) and not isinstance(args[index], ast.Starred):
                 spans.append(args[index])
