@@ -163,3 +163,17 @@ def test_census_reports_show_provenance_and_limit_hits(proj):
     assert r.exit_code == 0, r.output
     res = json.loads((proj / "l.sarif").read_text())["runs"][0]["results"]
     assert res[0]["ruleId"] == "GS-RECOMPILE-LIMIT" and "from call 9 on, 3 call(s)" in res[0]["message"]["text"]
+
+
+def test_marking_one_dimension_that_moves_the_recompile_is_rejected(proj):
+    """Height and width change together: the cause is the first failing guard (height);
+    mark_dynamic on it leaves the width to recompile next (a new cause): rejected, and what
+    dynamic=True sets is verified. The table of (h, w) sizes is not taken for a call."""
+    r, d = fix(proj, "make_image_sizes")
+    assert r.exit_code == 0, r.output
+    [cause] = d["recompiles"]
+    assert cause["id"]["subject"] == "img dim 2"
+    [md] = [f for f in d["cause_fixes"] if f["kind"] == "mark_dynamic"]
+    assert not md["verified"] and md["new_causes"] == [f"shape img dim 3 in pool ({PATH})"]
+    assert "_graphstitch_dynamic(torch.randn(1, 3, h, w), 2)" in md["patch"]   # the sizes table untouched
+    assert d["cause_fixes"][0]["verified"] and "assume_static_by_default" in d["cause_fixes"][0]["candidate"]

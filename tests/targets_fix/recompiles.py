@@ -96,3 +96,12 @@ def make_modes():
 def make_dtypes():
     """float32 then float64 inputs: each dtype is its own graph by design."""
     return [(rowsum, (torch.randn(3, 4),), {}), (rowsum, (torch.randn(3, 4, dtype=torch.float64),), {})]
+
+
+def pool(img):
+    return img.relu().amax(dim=(2, 3))  # POOL
+
+
+def make_image_sizes():
+    """Height and width both change: marking the first dimension only moves the recompile."""
+    return [(pool, (torch.randn(1, 3, h, w),), {}) for h, w in ((8, 10), (12, 9), (10, 14))]  # SIZES_CALL
