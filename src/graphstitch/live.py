@@ -501,10 +501,13 @@ def _fresh_check(cap: Capture, calls: Sequence[Call], compiled: dict[int, Callab
     if ref_calls is not None:
         # The compiled side has made the factory's calls already; the original code's new
         # objects replay them eagerly, so state kept between calls (a step counter) matches.
+        # On copies of the arguments: the fresh set is made from them next (a generator
+        # argument, which cannot be copied, is never consumed here: no replay then).
+        replay = [(fn, _copy_or_none((a, k))) for fn, a, k in ref_calls]
         try:
-            for fn, a, k in ref_calls:
+            for fn, ak in replay if all(ak is not None for _, ak in replay) else []:
                 _seed()
-                fn(*a, **k)
+                fn(*ak[0], **ak[1])
         except Exception:  # noqa: BLE001 - the fresh comparison says what fails
             pass
     for keep_ints in (False, True):
