@@ -158,14 +158,39 @@ def test_recompile_cause_ratchet(proj, monkeypatch):
     run = lambda *a: CliRunner().invoke(main, ["check", "rc.py:factory", "--baseline", "rc.json", "--in-process", *a])
     assert run("--update").exit_code == 0
     assert json.loads((proj / "rc.json").read_text())["targets"]["rc.py:factory"]["recompiles"] == [
-        {"reason": "tensor 'x' size mismatch at index 0", "count": 1}]
+        {"reason": "tensor 'x' size mismatch at index 0", "count": 1,
+         "id": {"path": "rc.py", "function": "f", "kind": "shape", "subject": "x dim 0"}}]
     monkeypatch.delenv("GS_RC")
     r = run()
     assert r.exit_code == 0 and "recompile cause gone: tensor 'x' size mismatch at index 0" in r.output
     assert run("--update").exit_code == 0
     monkeypatch.setenv("GS_RC", "1")
     r = run()
-    assert r.exit_code == 1 and "new recompile cause (1x): tensor 'x' size mismatch at index 0" in r.output
+    assert r.exit_code == 1 and "new recompile cause (1x) at rc.py:4: tensor 'x' size mismatch at index 0" in r.output
+
+
+def test_new_recompile_limit_hit_fails_first(proj, monkeypatch):
+    """A counter attribute recompiles every call; past recompile_limit (8) the frame runs
+    eagerly: the gate names that first, with the call it happened at."""
+    (proj / "lim.py").write_text(
+        "import os\nimport torch\n\nclass C(torch.nn.Module):\n    def __init__(self):\n"
+        "        super().__init__()\n        self.n = 0\n\n    def forward(self, x):\n"
+        "        self.n += 1\n        return x * self.n\n\n"
+        "def factory():\n    m = C()\n    return [(m, (torch.randn(3),), {}) for _ in range(int(os.environ['GS_N']))]\n")
+    monkeypatch.setenv("GS_N", "3")
+    run = lambda *a: CliRunner().invoke(main, ["check", "lim.py:factory", "--baseline", "l.json", "--in-process",
+                                               "--no-eager-check", *a])
+    assert run("--update").exit_code == 0
+    assert json.loads((proj / "l.json").read_text())["targets"]["lim.py:factory"]["limit_hits"] == []
+    monkeypatch.setenv("GS_N", "11")
+    r = run()
+    assert r.exit_code == 1, r.output
+    lines = [ln.strip() for ln in r.output.splitlines() if ln.strip().startswith("- ")]
+    assert lines[0] == "- new recompile_limit hit: forward at lim.py:9 runs eagerly from call 9 on", r.output
+    assert run("--update").exit_code == 0
+    assert json.loads((proj / "l.json").read_text())["targets"]["lim.py:factory"]["limit_hits"] == [
+        {"path": "lim.py", "function": "forward", "limit": "recompile_limit"}]
+    assert run().exit_code == 0
 
 
 def test_new_skipped_frame_fails(tmp_path, monkeypatch):

@@ -265,6 +265,20 @@ def cause_advice(cause: RecompileCause) -> list[str]:
     reason = _SIZE_RE.sub(lambda m: f"tensor '{first}' {m.group(2)} mismatch at index {m.group(3)}", cause.reason) \
         if first else cause.reason
     out = recompile_advice(reason)
+    if cause.expected:
+        out = [f"Expected: {cause.expected}. It costs {cause.count} recompile{'s' if cause.count != 1 else ''}; "
+               "no fix hides it."]
+    elif cause.kind == "scalar" and cause.count <= len(cause.frames) and not cause.repeats:
+        # One recompile per frame: automatic dynamic shapes already made the number symbolic.
+        out = [f"Automatic dynamic shapes made {cause.subject} symbolic after one recompile; compile with "
+               "dynamic=True to skip that one. Pass it as a 0-d tensor only if it feeds tensor math alone "
+               "(`graphstitch fix` verifies that no break appears)."]
+    elif cause.kind == "object":
+        out = [f"A new object reaches {cause.frames[0] if cause.frames else 'the function'} each call "
+               f"({cause.subject}): create it once, outside the loop, and reuse it."]
+    if cause.site is not None and cause.provenance is not None:
+        out.append(f"The guarded value comes from the break at {os.path.basename(cause.provenance.file)}:"
+                   f"{cause.provenance.line} ({cause.site.gb_id}): fixing that break removes the guard too.")
     others = [f"{cause.names[f]} in {f}()" for f in cause.frames[1:] if f in cause.names]
     if first and others:
         out[0] += f" (the same tensor is {', '.join(others)})"

@@ -20,8 +20,10 @@ from typing import Any
 from . import costs, coverage, owners, paths
 from .jsonio import to_json
 from .model import (
+    EXPECTED_KINDS,
     LOOP_GB,
     UNKNOWN_GB,
+    CauseId,
     Census,
     Checks,
     Coverage,
@@ -30,6 +32,7 @@ from .model import (
     FrameCompile,
     FrameId,
     Graph,
+    LimitHit,
     RecompileCause,
     Site,
     SiteId,
@@ -136,6 +139,7 @@ def normalize_guard_failure(reason: str) -> str:
     s = _CID_PREFIX_RE.sub("", first)
     s = re.sub(r"\s+#.*$", "", s)                       # "  # code  # file:line in fn"
     s = re.sub(r"\.?\s*expected .*?,\s*actual .*$", "", s)
+    s = re.sub(r"(mismatch)\.\s*expected\b.*$", r"\1", s)          # "requires_grad mismatch. expected requires_grad=0"
     s = re.sub(r"0x[0-9a-fA-F]+", "<addr>", s)
     s = re.sub(r"(___check_(?:obj|type)_id\(.*?,\s*)\d+\)", r"\1<id>)", s)
     s = re.sub(r"(==|!=|<=|>=|<|>|\bis\b|\bis not\b)\s*-?\d+(\.\d+)?\b", r"\1 <value>", s)
@@ -189,6 +193,14 @@ class _Collected:
     # One copy of each guard tree text: a long or restarted job compiles the same frames again
     # and again, and keeping a copy per compile made memory grow with the log.
     texts: dict[str, str] = field(default_factory=dict)
+    # Where each compile happened in a live run: (pass, call), from graphstitch's call marks.
+    at: dict[str, tuple[int, int]] = field(default_factory=dict)
+    now: tuple[int, int] | None = None
+    calls: int = 0
+
+    def tag(self, cid: str) -> None:
+        if self.now is not None:
+            self.at.setdefault(cid, self.now)
 
     def located(self, cid: str) -> StackFrame | None:
         m = self.metrics.get(cid)
@@ -270,6 +282,8 @@ class _Collected:
 def _collect(events: Iterable[object], c: Census) -> _Collected:
     col = _Collected()
     for ev in events:
+        if isinstance(ev, (FrameStart, FrameMetrics, RecompileReasons)):
+            col.tag(ev.compile_id)
         if isinstance(ev, FrameStart):
             if ev.compile_id != UNKNOWN_COMPILE_ID:
                 col.starts.setdefault(ev.compile_id, ev)
@@ -295,6 +309,8 @@ def _collect(events: Iterable[object], c: Census) -> _Collected:
             c.guards[ev.compile_id] = col.texts.setdefault(ev.text, ev.text)
         elif isinstance(ev, RunInfo):
             _apply_run_info(c, ev.data)
+            if isinstance(ev.data.get("call"), int):
+                col.now = (int(ev.data.get("pass_index") or 0), ev.data["call"])
             if isinstance(ev.data.get("cost_samples"), dict):
                 col.cost = ev.data["cost_samples"]
         elif isinstance(ev, FrameError):
@@ -310,6 +326,8 @@ def _apply_run_info(c: Census, d: dict[str, Any]) -> None:
     c.config.update(d.get("config") or {})
     if "calls" in d:
         c.calls = d["calls"]
+    if isinstance(d.get("repeat_passes"), int):
+        c.repeat_passes = d["repeat_passes"]
     if isinstance(d.get("completed"), bool):
         c.completed = d["completed"]
     if isinstance(d.get("dynamo_counts"), dict):
@@ -468,15 +486,26 @@ def _number_occurrences(sites: list[Site]) -> None:
             s.id = SiteId(s.id.gb_id, s.id.path, s.id.function, s.id.code, seen[s.id])
 
 
-def _recompile_causes(col: _Collected) -> list[RecompileCause]:
+def _recompile_causes(col: _Collected, sites: list[Site], root: str | None) -> list[RecompileCause]:
     causes: dict[str, RecompileCause] = {}
     for rr in col.recompiles:
         primary = _primary_reason(rr.reasons)
         norm = normalize_guard_failure(primary)
         fr = col.compiled_frame(rr.compile_id)
         fn = original_name(fr.function) if fr else "?"
-        cause = causes.setdefault(_cause_key(norm), RecompileCause(norm, 0))
+        cause = causes.get(_cause_key(norm))
+        if cause is None:
+            cause = causes[_cause_key(norm)] = RecompileCause(norm, 0)
+            _identify(cause, primary, fr, sites, root)
         cause.count += 1
+        pass_call = col.at.get(rr.compile_id)
+        if pass_call is not None:
+            if pass_call[0] > 0:
+                cause.repeats += 1
+            elif pass_call[0] < 0:
+                cause.checks += 1
+            else:
+                cause.calls.append(pass_call[1])
         if fn not in cause.frames:
             cause.frames.append(fn)
         named = re.match(r"tensor '([^']*)'", norm)
@@ -496,7 +525,105 @@ def _recompile_causes(col: _Collected) -> list[RecompileCause]:
                 if fn not in cause.frames:
                     cause.frames.append(fn)
                 cause.compile_ids.append(cid)
+    for cause in causes.values():   # the tensor as the first frame names it (a resume function says ___stack0)
+        if cause.kind == "shape" and cause.frames and cause.frames[0] in cause.names and cause.id is not None:
+            dim = cause.subject.rpartition(" dim ")[2]
+            cause.subject = f"{cause.names[cause.frames[0]]} dim {dim}"
+            cause.id = CauseId(cause.id.path, cause.id.function, cause.kind, cause.subject)
     return sorted(causes.values(), key=lambda x: (-x.count, x.reason))
+
+
+_GUARD_SOURCE_RE = re.compile(r"#\s(?P<code>.*?)\s+#\s(?P<file>[^#\s][^#]*?):(?P<line>\d+) in (?P<fn>\S+)")
+_USER_FRAME_RE = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>\S+)\n\s*(?P<code>.*)$', re.M)
+
+
+def classify(reason: str) -> tuple[str, str]:
+    """(kind, subject) of a normalized guard failure: what kind of value the guard checked and
+    what it reads (never the value). The kinds are model.AVOIDABLE_KINDS and EXPECTED_KINDS."""
+    m = re.match(r"tensor(?: '((?:[^']|(?<=\[)'|'(?=\]))*)')? (size|stride) mismatch at index (\d+)", reason)
+    if m:
+        return "shape", f"{m.group(1) or 'tensor'} dim {m.group(3)}"
+    m = re.match(r"tensor(?: '((?:[^']|(?<=\[)'|'(?=\]))*)')? (dtype|device|requires_grad|rank|dispatch key set)\b", reason)
+    if m:
+        return ("dispatch" if m.group(2).startswith("dispatch") else m.group(2)), m.group(1) or "tensor"
+    if re.search(r"GLOBAL_STATE|global state|grad_mode|autocast", reason, re.I):
+        return "global_state", "global state"
+    m = re.search(r"(\S+)\.training\b", reason)
+    if m:
+        return "training", f"{m.group(1)}.training"
+    m = re.search(r"___check_(obj|type)_id\((.*?),", reason)
+    if m and m.group(1) == "obj" and m.group(2).endswith(".__code__"):
+        return "code", m.group(2)[: -len(".__code__")]
+    if m:
+        return ("object" if m.group(1) == "obj" else "type"), m.group(2)
+    m = re.match(r"expected type of '(.*?)' to be", reason)   # a parameter that is None in one call, a tensor in another
+    if m:
+        return "type", m.group(1)
+    m = re.match(r"len\((.*)\) == <value>", reason)
+    if m:
+        return "length", m.group(1)
+    m = re.match(r"(\S+) (?:==|is|is not|!=) (?:'.*'|\".*\"|True|False|None)$", reason)
+    if m:
+        return "constant", m.group(1)
+    m = re.match(r"(\S+) (?:==|!=|<=|>=|<|>) <value>$", reason) or re.match(r"<value> \S+ (\S+)$", reason)
+    if m:
+        subject = re.sub(r"^L\['(\w+)'\]", r"\1", m.group(1))
+        return ("attribute" if "." in subject or "[" in subject else "scalar"), subject
+    return "other", reason
+
+
+def _identify(cause: RecompileCause, raw: str, fr: StackFrame | None, sites: list[Site], root: str | None) -> None:
+    """Identity, kind and provenance of a cause from its first recompile's raw failure: the
+    user line Dynamo names for the guard (its source comment and user stack trace, innermost
+    frame outside torch), else the compiled frame; a resume function's stack value
+    (``___stack0``) was made at the break its name names (``..._at_LINE``): that site."""
+    cause.kind, cause.subject = classify(cause.reason)
+    cause.expected = EXPECTED_KINDS.get(cause.kind, "")
+    fn = original_name(fr.function) if fr else "?"
+    cause.id = CauseId(paths.identity_path(fr.file, root) if fr else "?", fn, cause.kind, cause.subject)
+    user = [StackEntry(m.group("file"), int(m.group("line")), m.group("fn"), m.group("code").strip())
+            for m in _USER_FRAME_RE.finditer(raw)]
+    user = [u for u in user if not paths.is_internal(u.file)]
+    resume = _RESUME_AT_RE.match(fr.function) if fr else None
+    if resume is not None and cause.subject.startswith("___stack"):
+        line = int(resume.group(2))
+        site = next((s for s in sites if s.line == line and s.function == fn
+                     and os.path.realpath(s.file) == os.path.realpath(fr.file if fr else "")), None)
+        if site is not None:
+            cause.site = site.id
+            cause.provenance = StackEntry(site.file, site.line, site.function, site.code)
+            return
+        cause.provenance = StackEntry(fr.file if fr else "?", line, fn, "")
+        return
+    if user:
+        u = user[-1]
+        cause.provenance = StackEntry(u.file, u.line, original_name(u.function), u.code)
+    elif fr is not None:
+        m = _GUARD_SOURCE_RE.search(raw.splitlines()[0] if raw else "")
+        cause.provenance = (StackEntry(fr.file, int(m.group("line")), fn, m.group("code").strip()) if m
+                            else StackEntry(fr.file, fr.line, fn, f"argument of {fn}()"))
+
+
+def _limit_hits(col: _Collected, c: Census) -> list[LimitHit]:
+    """Frames refused at recompile_limit (or the accumulated limit): they run eagerly from
+    that call on whenever no cache entry matches."""
+    out = []
+    total = c.calls * (1 + c.repeat_passes)
+    for sf in c.skipped_frames:
+        m = col.metrics.get(sf.compile_id)
+        text = " ".join(x for x in (sf.reason, m.fail_reason if m else "") if x)
+        if not re.search(r"recompile limit|cache_size_limit|cache size limit", text, re.I):
+            continue
+        limit = "accumulated_recompile_limit" if "accumulated" in text.lower() else "recompile_limit"
+        at = col.at.get(sf.compile_id)
+        if at is not None and at[0] < 0:
+            continue   # reached during `fix`'s own fresh-input check: calls the user never makes
+        hit = LimitHit(sf.compile_id, sf.file, sf.line, sf.function, limit, sf.reason)
+        if at is not None and at[0] >= 0:
+            hit.call, hit.repeat = at[1], at[0] > 0
+            hit.eager_calls = max(0, total - (at[0] * c.calls + at[1]))
+        out.append(hit)
+    return out
 
 
 UNKNOWN_RECOMPILE = "reason not in the log (older torch wrote no recompile reasons)"
@@ -544,9 +671,10 @@ def build_census(events: Iterable[object], *, target: str | None = None,
         c.target = target
     c.graphs = _graphs(col)
     c.sites = _sites(col, project_root) if col.reports else _inferred_sites(col, project_root)
-    c.recompiles = _recompile_causes(col)
+    c.recompiles = _recompile_causes(col, c.sites, project_root)
     c.frames, c.skipped_frames = _frames(col, project_root)
     c.coverage = _coverage(col, project_root)
+    c.limit_hits = _limit_hits(col, c)
     _verify_capture(c, col)
     costs.attach(c, col.cost)
     return c

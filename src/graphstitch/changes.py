@@ -9,10 +9,11 @@ removed" when ``new_sites`` is not empty, `ranks` names the first divergence. No
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 
-from .model import Census, Graph, RecompileCause, Site, SiteId, SkippedFrame, Untraced, gb_text
+from .model import Census, Graph, LimitHit, RecompileCause, Site, SiteId, SkippedFrame, Untraced, gb_text
 
 
 @dataclass
@@ -42,6 +43,7 @@ class CensusDiff:
     new_causes: list[RecompileCause] = field(default_factory=list)
     gone_causes: list[RecompileCause] = field(default_factory=list)
     cause_counts: list[CauseChange] = field(default_factory=list)
+    new_limit_hits: list[LimitHit] = field(default_factory=list)   # frames newly refused at the recompile limit
     graphs: Change = field(default_factory=lambda: Change(0, 0))
     events: Change = field(default_factory=lambda: Change(0, 0))
     recompiles: Change = field(default_factory=lambda: Change(0, 0))
@@ -64,7 +66,7 @@ class CensusDiff:
     @property
     def regressions(self) -> bool:
         """Anything worse: what the gate fails on."""
-        return bool(self.new_sites or self.new_skipped or self.new_causes
+        return bool(self.new_sites or self.new_skipped or self.new_causes or self.new_limit_hits
                     or any(c.after > c.before for c in [*self.site_events, *self.cause_counts])
                     or self.graphs.after > self.graphs.before)
 
@@ -84,6 +86,14 @@ def site_key(match_gb: bool) -> Callable[[Site], Hashable]:
     return (lambda s: s.id) if match_gb else (lambda s: s.id.without_gb())
 
 
+def cause_key(before: Census, after: Census) -> Callable[[RecompileCause], Hashable]:
+    """How recompile causes are matched: their identity (frame, guard kind, subject) when both
+    censuses carry one (a baseline from an older graphstitch may not), else the normalized reason."""
+    if all(r.id is not None for r in [*before.recompiles, *after.recompiles]):
+        return lambda r: r.id
+    return lambda r: r.reason
+
+
 def diff(before: Census, after: Census, *, match_gb: bool = True) -> CensusDiff:
     d = CensusDiff()
     key = site_key(match_gb)
@@ -99,13 +109,17 @@ def diff(before: Census, after: Census, *, match_gb: bool = True) -> CensusDiff:
     d.new_skipped = [f for k, f in new_sk.items() if k not in old_sk]
     d.gone_skipped = [f for k, f in old_sk.items() if k not in new_sk]
 
-    old_rc = {r.reason: r for r in before.recompiles}
-    new_rc = {r.reason: r for r in after.recompiles}
+    ckey = cause_key(before, after)
+    old_rc = {ckey(r): r for r in before.recompiles}
+    new_rc = {ckey(r): r for r in after.recompiles}
     d.new_causes = [r for k, r in new_rc.items() if k not in old_rc]
     d.gone_causes = [r for k, r in old_rc.items() if k not in new_rc]
     d.cause_counts = [CauseChange(old_rc[k].count, r.count, r) for k, r in new_rc.items()
                       if k in old_rc and old_rc[k].count != r.count]
 
+    # A baseline keeps the identity path, a census the file: the base name and function match both.
+    old_hits = {(os.path.basename(h.file), h.function) for h in before.limit_hits}
+    d.new_limit_hits = [h for h in after.limit_hits if (os.path.basename(h.file), h.function) not in old_hits]
     d.graphs = Change(before.graph_count, after.graph_count)
     d.events = Change(before.break_events, after.break_events)
     d.recompiles = Change(before.recompile_count, after.recompile_count)

@@ -515,9 +515,9 @@ def _backup(path: str) -> bool:
 
 GUARDS_EXIT_HELP = """\b
 Exit codes:
-  0  stable: --repeat made no recompile; --vary generalized after at most one recompile
-     per frame and recompile_limit was not hit
-  1  unstable: a recompile on repeated calls, no generalization, or recompile_limit hit
+  0  stable: the repeat passes made no recompile (the first pass may); --vary generalized
+     after at most one recompile per frame; recompile_limit was not hit
+  1  unstable: a recompile in a repeat pass, no generalization, or recompile_limit hit
   2  usage error or bad target
   3  the target itself failed
 """
@@ -526,7 +526,8 @@ Exit codes:
 @main.command(epilog=TARGET_HELP + "\n" + GUARDS_EXIT_HELP)
 @click.argument("target")
 @click.option("--repeat", type=click.IntRange(min=2), default=None,
-              help="Make the factory's calls N times; any recompile is a failure naming its cause.")
+              help="Make the factory's calls N times (default 2 without --vary); a recompile in a repeat pass is a "
+                   "failure naming its cause (recompiles in the first pass, over the factory's own calls, are reported).")
 @click.option("--vary", "vary", metavar="[NAME:]DIM", default=None,
               help="Call the factory's first call with one tensor's dimension changed over a few sizes (0 = first tensor argument, x:0 = argument x).")
 @click.option("--sizes", default=None, metavar="N,N,...", help="Sizes for --vary (default: the original size, then 3 larger ones).")
@@ -544,8 +545,10 @@ def guards(target: str, repeat: int | None, vary: str | None, sizes: str | None,
     cache entry as a diff against the previous one (object ids, addresses and the global
     state blob normalized away). Runs in this process.
     """
-    if (repeat is None) == (vary is None):
-        fail("give exactly one of --repeat N or --vary DIM (see `graphstitch guards --help`)")
+    if repeat is not None and vary is not None:
+        fail("give one of --repeat N or --vary DIM, not both (see `graphstitch guards --help`)")
+    if repeat is None and vary is None:
+        repeat = 2   # the factory's calls (first pass), then once more: what stays compiled
     if sizes and not vary:
         fail("--sizes goes with --vary")
     size_list = None
@@ -741,6 +744,12 @@ A candidate is VERIFIED only if its site is gone, no new site (a moved break) an
 skipped frame appeared, outputs equal eager on the factory's calls and on a fresh random
 input set, and what the code prints/logs/warns/writes per call is unchanged. Trials use
 --backend aot_eager by default: there side effects vanish as under inductor.
+
+Recompile causes get fixes too (mark_dynamic or a 0-d tensor where the factory makes the
+call, a module attribute kept as a buffer, config lines): each is VERIFIED only if that
+cause's recompiles are gone, nothing new appeared, outputs equal eager and a repeat pass
+over the same calls recompiles nothing. Expected recompiles (train/eval, dtype, a string
+picking code) are explained with their count, never "fixed".
 """
 
 FIX_EXIT_HELP = """\b
@@ -784,7 +793,7 @@ Exit codes:
 def fix(target: str, json_path: str | None, jobs: int | None, backend: str, site_filter: str | None,
         kinds: tuple[str, ...], show_diff: bool, do_apply: bool, grad: bool, timeout: float, verbose: bool,
         html_path: str | None, measure: bool, fix_everything: bool, project: str | None) -> None:
-    """Try fixes for every break in TARGET, verify each, and rank the verified ones."""
+    """Try fixes for every break and recompile cause in TARGET, verify each, and rank the verified ones."""
     check_target(target)
     if do_apply:
         _check_apply(target)
@@ -816,7 +825,7 @@ def fix(target: str, json_path: str | None, jobs: int | None, backend: str, site
         return
     with progress_line(f"fix {target}") as progress:
         report = run_fix(target, opts, jobs=jobs, timeout=timeout or None, kinds=set(kinds) or WRITTEN_KINDS,
-                         project_root=ws.project, progress=progress,
+                         project_root=ws.project, progress=progress, causes=site_filter is None,
                          only=(lambda s: site_filter in f"{s.gb_id} {s.id.path}:{s.line}"
                                or site_filter in f"{gb_text(s.gb_id)} {s.id.path}:{s.line}") if site_filter else None)
     if report.error and report.error.kind is ErrorKind.TARGET:

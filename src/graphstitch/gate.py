@@ -20,10 +20,12 @@ from . import __version__
 from .changes import CensusDiff, diff
 from .jsonio import JSONError, from_json, to_json
 from .model import (
+    CauseId,
     Census,
     Coverage,
     FrameId,
     Graph,
+    LimitHit,
     RecompileCause,
     Site,
     SiteId,
@@ -32,7 +34,7 @@ from .model import (
     gb_text,
     normalize_code,
 )
-from .paths import short_path
+from .paths import identity_path, short_path
 
 BASELINE_FORMAT = 3   # 3: untraced code (coverage) is kept, so a change there is seen
 BUDGET_KEYS = ("max_breaks", "max_graphs", "max_recompiles")
@@ -75,6 +77,15 @@ class BaselineUntraced:
 class BaselineCause:
     reason: str
     count: int
+    id: CauseId | None = None     # absent in baselines of graphstitch before recompile identities
+
+
+@dataclass
+class BaselineLimit:
+    """A frame at the recompile limit: the gate fails when a new one appears."""
+    path: str
+    function: str
+    limit: str
 
 
 @dataclass
@@ -85,6 +96,7 @@ class BaselineEntry:
     skipped_frames: list[BaselineFrame] = field(default_factory=list)
     recompiles: list[BaselineCause] = field(default_factory=list)
     untraced: list[BaselineUntraced] = field(default_factory=list)
+    limit_hits: list[BaselineLimit] = field(default_factory=list)
 
     @classmethod
     def of(cls, c: Census) -> BaselineEntry:
@@ -95,9 +107,11 @@ class BaselineEntry:
                          key=lambda e: (e.id.path, e.line, e.id.gb_id)),
             skipped_frames=sorted((BaselineFrame(f.id, f.line, f.fail_type) for f in c.skipped_frames),
                                   key=lambda e: (e.id.path, e.line)),
-            recompiles=sorted((BaselineCause(r.reason, r.count) for r in c.recompiles), key=lambda e: e.reason),
+            recompiles=sorted((BaselineCause(r.reason, r.count, r.id) for r in c.recompiles), key=lambda e: e.reason),
             untraced=[BaselineUntraced(u.path, u.function, u.start, u.end, u.why, u.fingerprint)
-                      for u in c.coverage.untraced])
+                      for u in c.coverage.untraced],
+            limit_hits=sorted((BaselineLimit(identity_path(h.file, c.project_root), h.function, h.limit)
+                               for h in c.limit_hits), key=lambda e: (e.path, e.function)))
 
     def census(self, target: str) -> Census:
         """The baseline as a Census, for ``diff``: only what the gate compares is there."""
@@ -108,9 +122,10 @@ class BaselineEntry:
                    for e in self.sites],
             skipped_frames=[SkippedFrame(e.id, "?", e.id.path, e.line, e.id.function, e.fail_type, "")
                             for e in self.skipped_frames],
-            recompiles=[RecompileCause(e.reason, e.count) for e in self.recompiles],
+            recompiles=[RecompileCause(e.reason, e.count, id=e.id) for e in self.recompiles],
             coverage=Coverage(untraced=[Untraced(e.path, e.path, e.function, e.start, e.end, 0, e.why, "",
-                                                 e.fingerprint) for e in self.untraced]))
+                                                 e.fingerprint) for e in self.untraced]),
+            limit_hits=[LimitHit("?", e.path, 0, e.function, e.limit, "") for e in self.limit_hits])
 
 
 @dataclass
@@ -263,6 +278,9 @@ def compare(target: str, c: Census, base: BaselineEntry | None, *, base_torch: s
             v.warnings.append(f"baseline was made with torch {base_torch}, this is torch {c.torch_version}: "
                               "sites are matched without their GB id; re-baseline with --update")
         d = diff(base.census(target), c, match_gb=same_torch)
+        for h in d.new_limit_hits:   # first: the frame now runs eagerly, silently
+            v.regressions.append(f"new {h.limit} hit: {h.function} at {_at(h.file, h.line)} runs eagerly "
+                                 f"from call {h.call + 1 if h.call is not None else '?'} on")
         for s in d.new_sites:
             v.regressions.append(f"new break site {gb_text(s.gb_id)} at {_at(s.file, s.line)} in {s.function}: {s.code.strip()}")
         for ch in d.site_events:
@@ -281,7 +299,8 @@ def compare(target: str, c: Census, base: BaselineEntry | None, *, base_torch: s
         for f in d.gone_skipped:
             v.improvements.append(f"frame no longer skipped: {f.function} at {f.id.path}:{f.line}")
         for r in d.new_causes:
-            v.regressions.append(f"new recompile cause ({r.count}x): {r.reason}")
+            at = f" at {_at(r.provenance.file, r.provenance.line)}" if r.provenance else ""
+            v.regressions.append(f"new recompile cause ({r.count}x){at}: {r.reason}")
         for cc in d.cause_counts:
             words = "more" if cc.after > cc.before else "fewer"
             (v.regressions if cc.after > cc.before else v.improvements).append(
@@ -333,13 +352,17 @@ def violations(c: Census, limits: dict[str, Any]) -> str | None:
     if v.ok:
         return None
     lines = ["graphstitch: torch.compile limits exceeded: " + "; ".join(v.regressions)]
+    for h in c.limit_hits:   # first: that frame runs eagerly from then on
+        lines.append(f"  {short_path(h.file)}:{h.line} {h.function} hit {h.limit}"
+                     + (f" at call {h.call + 1}: {h.eager_calls} call(s) may have run it eagerly" if h.call is not None else ""))
     for s in c.sites:
         lines.append(f"  {short_path(s.file)}:{s.line} {gb_text(s.gb_id)} {s.gb_type}"
                      + (" (whole frame skipped)" if s.frame_skipped else ""))
         if s.hints:
             lines.append(f"    hint: {s.hints[0]}")
     for r in c.recompiles:
-        lines.append(f"  recompile ({r.count}x in {', '.join(r.frames)}): {r.reason}")
+        at = f" made at {short_path(r.provenance.file)}:{r.provenance.line}" if r.provenance else ""
+        lines.append(f"  recompile ({r.count}x in {', '.join(r.frames)}): {r.reason}{at}")
     return "\n".join(lines)
 
 

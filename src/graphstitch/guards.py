@@ -10,13 +10,14 @@ The result is a :class:`GuardReport`. Module import stays torch-free.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from .advice import advise
-from .model import Census, ErrorInfo, RecompileCause
+from .model import Census, ErrorInfo, LimitHit, RecompileCause
 from .records import compile_order, frame_key, recompile_index
 from .targets import Call, Options
 
@@ -182,7 +183,9 @@ def run(spec: str, opts: Options, *, repeat: int | None = None, vary: str | None
                     recompile_limit if recompile_limit is not None else dynamo.recompile_limit(),
                     shared_code(calls))
     if repeat:
-        calls = calls * repeat
+        # The factory's calls once (the first pass: they may differ on purpose), then the
+        # same calls again: only a recompile in a repeat pass is instability.
+        opts = dataclasses.replace(opts, repeat=repeat - 1)
         info.repeat = repeat
     else:
         name, dim = parse_vary(vary or "")
@@ -199,6 +202,8 @@ def run(spec: str, opts: Options, *, repeat: int | None = None, vary: str | None
 class Stability:
     ok: bool
     limit_hits: list[str] = field(default_factory=list)     # functions that fell back to eager
+    first_pass: int = 0                                      # recompiles over the factory's (different) calls
+    repeats: int = 0                                         # recompiles in the repeat passes: instability
     generalized: bool | None = None                          # --vary: one recompile per frame at most
     problems: list[str] = field(default_factory=list)
 
@@ -208,13 +213,15 @@ def judge(c: Census, info: GuardRun) -> Stability:
     names = {frame_key(f.compile_id): f.function for f in c.frames if f.function != "?"}
     hits = [f"{names.get(frame_key(f.compile_id), f.function)} ({f.compile_id})"
             for f in c.skipped_frames if _LIMIT_RE.search(f.reason)]
-    st = Stability(ok=True, limit_hits=hits)
+    st = Stability(ok=True, limit_hits=hits, first_pass=sum(r.count - r.repeats for r in c.recompiles),
+                   repeats=sum(r.repeats for r in c.recompiles))
     if hits:
         st.problems.append(f"recompile_limit ({info.recompile_limit}) hit: {', '.join(hits)} silently "
                            "runs eagerly from now on")
     if info.mode == "repeat":
         for r in c.recompiles:
-            st.problems.append(f"recompiled {r.count}x on repeated identical calls: {r.reason}")
+            if r.repeats:
+                st.problems.append(f"recompiled {r.repeats}x on repeated identical calls (repeat passes): {r.reason}")
     else:
         most = max((recompile_index(f.compile_id) for f in c.frames), default=0)
         st.generalized = bool(c.recompiles) and most <= 1 and not hits
@@ -234,15 +241,18 @@ class GuardReport:
     generalized: bool | None
     recompile_limit_hit: list[str]
     problems: list[str]
+    first_pass_recompiles: int             # --repeat: over the factory's own calls (they may differ)
+    repeat_recompiles: int                 # --repeat: in the identical repeat passes (instability)
+    limit_hits: list[LimitHit]             # frames that hit the limit, with the calls that then ran eagerly
     recompiles: list[RecompileCause]       # with advice
     shared_code_advice: str | None
     cache_entries: list[FrameEntries]
     error: ErrorInfo | None
-    schema: str = "graphstitch.guards/2"
+    schema: str = "graphstitch.guards/3"
 
 
 def report(c: Census, info: GuardRun, st: Stability) -> GuardReport:
     shared = (SHARED_CODE_ADVICE.format(names=", ".join(info.shared_code), what="several objects")
               if c.recompiles and info.shared_code else None)
     return GuardReport(c.target, c.torch_version, info, st.ok, st.generalized, st.limit_hits, st.problems,
-                       c.recompiles, shared, cache_entries(c), c.error)
+                       st.first_pass, st.repeats, c.limit_hits, c.recompiles, shared, cache_entries(c), c.error)

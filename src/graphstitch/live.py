@@ -30,9 +30,9 @@ from . import dynamo, paths
 from .analysis import build_census
 from .jsonio import to_json
 from .model import Census, Checks, ErrorInfo, ErrorKind, SideEffects, TraceStats
+from .procs import progress
 from .records import Decoder, Record
 from .targets import Call, Options, TargetError, load_factory, make_calls
-from .worker import progress
 
 Sink = Callable[[Record], None]
 
@@ -258,7 +258,7 @@ def run_calls(cap: Capture, calls: Sequence[Call], opts: Options,
     partial census is still a census. ``reference`` (a source-rewrite trial) makes the
     calls of the original code, whose eager outputs and effects are the reference.
     """
-    cap.note(config=opts.as_config(), calls=len(calls))
+    cap.note(config=opts.as_config(), calls=len(calls), repeat_passes=opts.repeat)
     cap.complete(False)
     ref_calls = list(reference()) if reference is not None else None
     if ref_calls is not None and len(ref_calls) != len(calls):
@@ -294,15 +294,23 @@ def run_calls(cap: Capture, calls: Sequence[Call], opts: Options,
         if opts.fullgraph_semantics:
             extra.update(FULLGRAPH_CONFIG)
         with dynamo.config(nested_graph_breaks=opts.nested_graph_breaks, **extra):
-            for i, (fn, args, kwargs) in enumerate(calls):
-                progress(f"call {i + 1} of {len(calls)}: compile and run")
+            # The first pass's outputs are checked; repeat passes (the same calls again, as
+            # `guards --repeat` always made them) only show whether the compiled code is kept.
+            for p, i, (fn, args, kwargs) in ((p, i, c) for p in range(1 + opts.repeat) for i, c in enumerate(calls)):
+                progress(f"call {i + 1} of {len(calls)}: compile and run" + (f" (repeat {p})" if p else ""))
                 # One compiled wrapper per distinct callable, so calls share its cache.
                 cfn = compiled.get(id(fn))
                 if cfn is None:
                     cfn = compiled[id(fn)] = torch.compile(fn, backend=backend, dynamic=opts.dynamic)
+                if p == 1 and i == 0 and opts.fresh:   # graphstitch's fresh check follows the first pass
+                    cap.note(call=-1, pass_index=-1)
+                    _fresh_check(cap, calls, compiled, list(reference()) if reference is not None else None)
+                cap.note(call=i, pass_index=p)
                 _seed()
                 try:
-                    outputs.append(cfn(*args, **kwargs))
+                    out = cfn(*args, **kwargs)
+                    if p == 0:
+                        outputs.append(out)
                 except SystemExit as e:
                     cap.fail(exited(e, f"during call {i + 1} of {len(calls)}"))
                     return
@@ -319,8 +327,9 @@ def run_calls(cap: Capture, calls: Sequence[Call], opts: Options,
                             return
                     cap.fail(error_info(ErrorKind.COMPILED, e))
                     return
-            if opts.fresh:
+            if opts.fresh and not opts.repeat:
                 progress("fresh inputs: compiled vs the original's eager run")
+                cap.note(call=-1, pass_index=-1)
                 _fresh_check(cap, calls, compiled, list(reference()) if reference is not None else None)
         cap.complete(True)
         if not opts.check_eager:
@@ -465,6 +474,19 @@ def _fresh(x: Any, gen: torch.Generator, keep_ints: bool = False) -> Any:
     return x
 
 
+def _fresh_pair(x: Any, ref: Any, gen: torch.Generator, keep_ints: bool) -> Any:
+    """``_fresh(x)``, except where the original call passed a Python number and this one a 0-d
+    tensor: the tensor of that same number (numbers are never made fresh)."""
+    if isinstance(x, torch.Tensor) and x.dim() == 0 and isinstance(ref, (int, float)) and not isinstance(ref, bool):
+        return torch.tensor(ref, dtype=x.dtype, device=x.device)
+    if isinstance(x, (list, tuple)) and isinstance(ref, (list, tuple)) and len(x) == len(ref) \
+            and not hasattr(x, "_fields"):
+        return type(x)(_fresh_pair(v, r, gen, keep_ints) for v, r in zip(x, ref))
+    if isinstance(x, dict) and isinstance(ref, dict):
+        return {k: _fresh_pair(v, ref.get(k), gen, keep_ints) for k, v in x.items()}
+    return _fresh(x, gen, keep_ints)
+
+
 _NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
 
 
@@ -486,12 +508,24 @@ def _fresh_check(cap: Capture, calls: Sequence[Call], compiled: dict[int, Callab
     (only floating values fresh); when it raises on that too, nothing fresh can be compared and
     the checks say so (``fresh_unusable``): equality is then proved on the given calls only."""
     unusable = None
+    if ref_calls is not None:
+        # The compiled side has made the factory's calls already; the original code's new
+        # objects replay them eagerly, so state kept between calls (a step counter) matches.
+        # On copies of the arguments: the fresh set is made from them next (a generator
+        # argument, which cannot be copied, is never consumed here: no replay then).
+        replay = [(fn, _copy_or_none((a, k))) for fn, a, k in ref_calls]
+        try:
+            for fn, ak in replay if all(ak is not None for _, ak in replay) else []:
+                _seed()
+                fn(*ak[0], **ak[1])
+        except Exception:  # noqa: BLE001 - the fresh comparison says what fails
+            pass
     for keep_ints in (False, True):
+        # The original code gets the same fresh values (same structure, same generator seed);
+        # a number the patched call passes as a 0-d tensor (a recompile fix) keeps its value.
         gen = torch.Generator().manual_seed(1234)
-        fresh = [(fn, _fresh(a, gen, keep_ints), _fresh(k, gen, keep_ints)) for fn, a, k in calls]
-        # The original code gets the same fresh values (same structure, same generator seed).
-        # Its own objects, not the compiled run's: an input changed in place, or a random stream
-        # drawn from, must reach each run as it was made.
+        fresh = [(fn, _fresh_pair(a, r[1], gen, keep_ints), _fresh_pair(k, r[2], gen, keep_ints))
+                 for (fn, a, k), r in zip(calls, ref_calls or calls)]
         gen = torch.Generator().manual_seed(1234)
         ref = [(fn, _fresh(a, gen, keep_ints), _fresh(k, gen, keep_ints))
                for fn, a, k in (ref_calls if ref_calls is not None else calls)]

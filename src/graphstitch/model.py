@@ -73,6 +73,38 @@ class FrameId:
         return f"{self.function} in {self.path}{n}"
 
 
+# Recompile cause kinds (``RecompileCause.kind``). Avoidable ones have fixes `fix` tries; the
+# others must recompile (a different graph by design) and are explained with their count.
+AVOIDABLE_KINDS = ("shape", "scalar", "attribute", "object")
+EXPECTED_KINDS = {
+    "dtype": "a different dtype is a different graph; convert inputs once before the call if it is not meant",
+    "device": "a different device is a different graph",
+    "requires_grad": "requires_grad changes what autograd records: a different graph",
+    "rank": "a different number of dimensions is a structurally different input",
+    "dispatch": "a different dispatch key set (e.g. a subclass or inference tensor) is a different graph",
+    "training": "train and eval mode run different code (dropout, batch-norm statistics)",
+    "global_state": "grad mode, autocast or default dtype changed around the call: a different graph",
+    "constant": "a string, bool or None value picks the code path: each value is its own graph",
+    "type": "an object of another type is a structurally different input",
+    "code": "a different function (another code object) is different code: each is its own graph",
+    "length": "a list or tuple of another length is a structurally different input",
+}
+
+
+@dataclass(frozen=True, order=True)
+class CauseId:
+    """A recompile cause's identity across runs: the frame it recompiled (identity path +
+    function of the first frame it hit), the guard's kind and what the guard reads (an
+    input, ``x dim 0``, an attribute), never the guarded value."""
+    path: str
+    function: str
+    kind: str
+    subject: str
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.subject} in {self.function} ({self.path})"
+
+
 # ----------------------------------------------------------------------------- errors
 
 class ErrorKind(str, enum.Enum):
@@ -217,6 +249,32 @@ class RecompileCause:
     compile_seconds: float = 0.0   # what the recompiles of this cause cost to compile
     fan_out: str = ""              # why one changed input recompiled several frames (resume functions)
     names: dict[str, str] = field(default_factory=dict)   # frame -> the tensor's name in that frame
+    id: CauseId | None = None      # identity (frame, kind, subject); None for a trace without reasons
+    kind: str = "other"            # shape, scalar, attribute, object, dtype, training, constant, ... (CAUSE_KINDS)
+    subject: str = ""              # what the guard reads: "x dim 0", "scale", "self.steps"
+    # The user line that made the guarded value (the argument's frame, the .item(), the
+    # attribute's assignment) and, when a break handed the value to a resume function, that site.
+    provenance: StackEntry | None = None
+    site: SiteId | None = None
+    expected: str = ""             # why it must recompile (train/eval, dtype...): explained, never "fixed"
+    repeats: int = 0               # of ``count``, recompiles during repeat passes (identical calls again)
+    checks: int = 0                # of ``count``, recompiles during graphstitch's fresh-input check (`fix` trials)
+    calls: list[int] = field(default_factory=list)   # the call (0-based, first pass) each recompile happened in
+
+
+@dataclass
+class LimitHit:
+    """A frame that hit recompile_limit (or the accumulated limit): from that call on, every
+    call no cache entry matches runs that frame eagerly, silently."""
+    compile_id: str
+    file: str
+    line: int
+    function: str
+    limit: str                # "recompile_limit" | "accumulated_recompile_limit"
+    reason: str
+    call: int | None = None   # the call (0-based) that hit it; None in a trace
+    eager_calls: int | None = None   # calls from the hit to the end of the run (each may run eagerly)
+    repeat: bool = False      # hit during a repeat pass
 
 
 @dataclass
@@ -435,9 +493,13 @@ class Census:
     # an error: a subprocess census captures it instead of letting it scroll past.
     output: str | None = None
 
+    limit_hits: list[LimitHit] = field(default_factory=list)   # reported first in every output
+    repeat_passes: int = 0           # identical passes over the calls after the first (guards, fix trials)
+
     __computed__: ClassVar[tuple[str, ...]] = (
         "schema", "graphstitch_version", "graph_count", "break_site_count", "break_events",
-        "recompile_count", "compile_seconds", "untraced_lines", "untraced_functions", "clean", "summary")
+        "recompile_count", "first_pass_recompiles", "compile_seconds", "untraced_lines", "untraced_functions", "clean",
+        "summary")
 
     @property
     def schema(self) -> str:
@@ -474,6 +536,11 @@ class Census:
     @property
     def untraced_functions(self) -> int:
         return self.coverage.function_count
+
+    @property
+    def first_pass_recompiles(self) -> int:
+        """Recompiles over the factory's calls, the first time (not repeats, not graphstitch's checks)."""
+        return sum(r.count - r.repeats - r.checks for r in self.recompiles)
 
     @property
     def clean(self) -> bool:

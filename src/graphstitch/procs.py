@@ -264,3 +264,22 @@ def _signame(n: int) -> str:
         return signal.Signals(n).name
     except ValueError:
         return str(n)
+
+
+# ----------------------------------------------------------------------------- a job's phase
+
+PROGRESS_WIDTH = 160
+progress_fd: int | None = None   # a worker's progress file, opened before the target runs (graphstitch.worker)
+
+
+def progress(text: str) -> None:
+    """Say what the job is doing now (one short line the parent may show). Written in place
+    on a descriptor opened before the target runs: an open() now would be one of the
+    target's recorded file writes."""
+    if progress_fd is None:
+        return
+    data = text.encode("utf-8")[:PROGRESS_WIDTH].ljust(PROGRESS_WIDTH)
+    try:
+        os.pwrite(progress_fd, data, 0)
+    except OSError:
+        pass

@@ -62,6 +62,9 @@ class Options:
     # A `fix` workspace: original file -> its patched copy, imported in its place (see
     # :func:`use_overlay`); the original code (``reference``) is loaded before it.
     overlay: dict[str, str] = field(default_factory=dict)
+    # Identical passes over the calls after the first (`guards`, recompile-fix trials): a
+    # recompile there is instability, not the factory's calls differing.
+    repeat: int = 0
 
     def as_config(self) -> dict[str, Any]:
         cfg: dict[str, Any] = {"backend": self.backend, "nested_graph_breaks": self.nested_graph_breaks,

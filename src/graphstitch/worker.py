@@ -98,14 +98,13 @@ class Files:
 
 # The target's own output kept with a census that failed (a tail: a chatty target is not a log).
 OUTPUT_TAIL = 4000
-_PROGRESS_WIDTH = 160
 
 
 def read_progress(files: Files) -> str | None:
     """The child's current phase, or None (not yet written, or caught mid-rewrite)."""
     try:
         with open(files.progress, "rb") as f:
-            text = f.read(_PROGRESS_WIDTH).decode("utf-8").strip()
+            text = f.read(procs.PROGRESS_WIDTH).decode("utf-8").strip()
     except (OSError, UnicodeDecodeError):
         return None
     return text or None
@@ -337,9 +336,7 @@ def main(argv: list[str]) -> int:
         sys.stdout = sys.stderr
     if job.capture and not job.per_rank:
         _capture_output(files.output)
-    # Handlers and live.py use the imported module, not this __main__ copy: its fd is theirs.
-    setattr(importlib.import_module("graphstitch.worker"), "_progress_fd",  # noqa: B010 - another module's global
-            os.open(files.progress, os.O_WRONLY | os.O_CREAT, 0o644))
+    procs.progress_fd = os.open(files.progress, os.O_WRONLY | os.O_CREAT, 0o644)
     handler = _handler(job.handler)
     from .dynamo import quiet_dynamo_warnings
     quiet_dynamo_warnings()
@@ -365,28 +362,12 @@ def _capture_output(path: str) -> None:
     os.close(fd)
 
 
-_progress_fd: int | None = None
-
-
-def progress(text: str) -> None:
-    """Say what the job is doing now (one short line the parent may show). Written in place
-    on a descriptor opened before the target runs: an open() now would be one of the
-    target's recorded file writes."""
-    if _progress_fd is None:
-        return
-    data = text.encode("utf-8")[:_PROGRESS_WIDTH].ljust(_PROGRESS_WIDTH)
-    try:
-        os.pwrite(_progress_fd, data, 0)
-    except OSError:
-        pass
-
-
 # ----------------------------------------------------------------------------- handlers
 
 def census_job(job: Job, ctx: Context) -> tuple[int, Any]:
     """Run a TARGET's calls under capture. Exit 2: a bad target (error kind target)."""
     from .targets import TargetError
-    progress("loading the target (its factory)")
+    procs.progress("loading the target (its factory)")
     try:
         calls, ref = job_calls(job)
     except TargetError as e:

@@ -44,3 +44,8 @@ def make_scaler(scale):
 def make_closures():
     """A factory of closures: one code object, two function objects, one shared cache."""
     return [(make_scaler(s), (torch.randn(3),), {}) for s in (2, 3)]
+
+
+def make_batches():
+    """Three batch sizes from the factory: one recompile in the first pass, then dynamic."""
+    return [(reduce_rows, (torch.randn(n, 3), torch.ones(3)), {}) for n in (4, 6, 8)]

@@ -22,13 +22,13 @@ from typing import ClassVar
 from .. import worker
 from ..changes import diff, site_label
 from ..files import file_hash, source_text
-from ..model import Census, Site
+from ..model import Census, RecompileCause, Site
 from ..paths import in_project, short_path
 from ..targets import Options, Patches, target_file
 from .candidates import DATA_FLAGS, Candidate, both_data_flags, candidates
 from .patches import WRITABLE_KINDS, count_kinds, patch_text, plan_patch, write_files
 from .rules import Rewrite, proposals
-from .trials import Counts, Fix, evaluate, new_breaks, outputs_proved, rank, uncovered, untraced_code
+from .trials import CauseFix, Counts, Fix, evaluate, new_breaks, outputs_proved, rank, uncovered, untraced_code
 from .workspace import Workspace
 
 
@@ -59,6 +59,8 @@ class FixAll:
     source_sha256: dict[str, str] = field(default_factory=dict)
     uncovered: list[str] = field(default_factory=list)   # sites found in code the first census never traced
     given_inputs_only: str | None = None                 # why outputs were proved on the factory's calls only
+    remaining_causes: list[str] = field(default_factory=list)   # avoidable recompile causes left, with why
+    explained: list[str] = field(default_factory=list)          # causes that must recompile (expected), with their count
 
     @property
     def schema(self) -> str:
@@ -80,6 +82,13 @@ def combined_check(base: Census, final: Census) -> list[str]:
         why.append("new site " + ", ".join(site_label(s.id, s.line) for s in moved))
     if d.new_skipped:
         why.append("new skipped frame " + ", ".join(f.function for f in d.new_skipped))
+    if d.new_causes:
+        why.append("new recompile cause " + ", ".join(r.reason for r in d.new_causes))
+    if d.new_limit_hits:
+        why.append("recompile limit hit " + ", ".join(h.function for h in d.new_limit_hits))
+    unstable = [r.reason for r in final.recompiles if r.repeats]
+    if unstable:
+        why.append("recompiles on a repeat pass over the same calls: " + ", ".join(unstable))
     if not outputs_proved(final):
         why.append("outputs differ from the original code's eager outputs: "
                    + str(final.output_mismatch or final.checks.fresh_mismatch or final.checks.fresh_error))
@@ -178,6 +187,7 @@ def fix_all(spec: str, opts: Options, *, jobs: int = 2, timeout: float | None = 
         out.steps.append(Step(best.label, best.candidate, best.strategy, best.rule, best.tradeoff, cur.graph_count,
                               best.uncovered))
         out.uncovered += best.uncovered
+    cur = _cause_rounds(out, cur, ws, opts, tfile, factory, overlay, timeout, jobs, max_rounds)
     limit = rounds >= max_rounds
     out.remaining = [f"{site_label(s.id, s.line)}: "
                      + done.get(str(s.id), "not tried: the round limit was reached" if limit else "not tried")
@@ -185,12 +195,65 @@ def fix_all(spec: str, opts: Options, *, jobs: int = 2, timeout: float | None = 
     out.patch = patch_text(overlay, root=ws.project)
     if overlay:
         say("combined patch: census from the pristine files")
-        final = ws.census(opts, overlay, timeout)   # from the pristine files
+        # From the pristine files, with a repeat pass: recompile fixes must keep the code compiled.
+        final = ws.census(dataclasses.replace(opts, repeat=1), overlay, timeout)
         out.final = Counts.of(final)
         out.why_not = combined_check(base, final)
         out.given_inputs_only = final.checks.fresh_unusable
         out.verified = not out.why_not
     return out, overlay
+
+
+def _cause_rounds(out: FixAll, cur: Census, ws: Workspace, opts: Options, tfile: str | None, factory: str,
+                  overlay: dict[str, str], timeout: float | None, jobs: int, max_rounds: int) -> Census:
+    """After the break sites, the recompile causes: each round tries every candidate of every
+    avoidable cause left (with a repeat pass), applies the best verified one, and goes on from
+    its census. Expected causes are explained with their count."""
+    from .causes import avoidable, cause_candidates, evaluate_cause, explain, label, rank_causes
+    ropts = dataclasses.replace(opts, repeat=1)
+    done: dict[object, str] = {}
+    for _ in range(max_rounds):
+        pairs: list[tuple[RecompileCause, Candidate]] = []
+        for r in avoidable(cur):
+            if r.id in done:
+                continue
+            cands, why = cause_candidates(r, cur, root=ws.project, target_file=tfile, factory=factory,
+                                          sites=cur.sites, read=overlay)
+            if not cands:
+                done[r.id] = why or "no candidate applies"
+            pairs += [(r, c) for c in cands]
+        if not pairs:
+            break
+
+        def trial(rc: tuple[RecompileCause, Candidate], cur: Census = cur) -> tuple[CauseFix, Census]:
+            r, c = rc
+            assert c.rewrite is not None
+            t = ws.census(ropts, {**overlay, **c.rewrite.files}, timeout, map_lines=False)
+            return evaluate_cause(r, c, cur, t, None), t
+
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as ex:
+            results = list(ex.map(trial, pairs))
+        ranked = rank_causes([f for f, _ in results])
+        for r in {p[0].id: p[0] for p in pairs}.values():
+            if not any(f.verified for f in ranked if f.cause == r.id):
+                done[r.id] = "; ".join(sorted({w for f in ranked if f.cause == r.id for w in f.why_not}))[:300]
+        best = next((f for f in ranked if f.verified), None)
+        if best is None:
+            break
+        i = next(k for k, (f, _) in enumerate(results) if f is best)
+        cand = pairs[i][1]
+        assert cand.rewrite is not None
+        for path in cand.rewrite.files:
+            if path not in overlay and os.path.realpath(path) not in out.source_sha256:
+                out.source_sha256[os.path.realpath(path)] = file_hash(path)
+        overlay.update(cand.rewrite.files)
+        cur = results[i][1]
+        done[best.cause] = "fixed"
+        out.steps.append(Step(f"recompile: {best.label}", best.candidate, best.strategy, best.rule, best.tradeoff,
+                              cur.graph_count))
+    out.remaining_causes = [f"{label(r)}: {done.get(r.id, 'not tried')}" for r in avoidable(cur)]
+    out.explained = [f"{label(r)}: {e.reason}" for r in cur.recompiles if (e := explain(r)) is not None]
+    return cur
 
 
 def _written_candidates(site: Site, ws: Workspace, tfile: str | None, overlay: dict[str, str]) -> list[Candidate]:

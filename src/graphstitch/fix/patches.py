@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import dataclasses
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -22,7 +23,7 @@ from ..paths import in_project, short_path
 from ..targets import Options, Patches, target_file
 from .candidates import Candidate
 from .rules import proposals, user_frames
-from .trials import Fix, FixReport, evaluate
+from .trials import CauseFix, Fix, FixReport, evaluate
 from .workspace import Workspace, unified_diff
 
 WRITABLE_KINDS = ("config", "nonstrict_trace", "disable")
@@ -36,6 +37,47 @@ def writable(fix: Fix) -> bool:
 def best(report: FixReport) -> Fix | None:
     """The first (best-ranked) verified fix graphstitch can write into the project."""
     return next((f for f in report.fixes if f.verified and writable(f) and not f.upstream), None)
+
+
+def best_cause(report: FixReport) -> CauseFix | None:
+    """The best verified recompile-cause fix (its patch is always source)."""
+    return next((f for f in report.cause_fixes if f.verified), None)
+
+
+def cause_files(fix: CauseFix, report: FixReport, ws: Workspace) -> dict[str, str]:
+    """The patch of a cause fix, proposed again on the files as they are now."""
+    from .causes import cause_candidates
+    cause = next((r for r in report.recompiles if r.id == fix.cause), None)
+    if cause is None:
+        raise LookupError(f"the census has no recompile cause {fix.label}")
+    cands, _ = cause_candidates(cause, report, root=ws.project, target_file=target_file(ws.spec),
+                                factory=ws.spec.rpartition(":")[2])
+    c = next((c for c in cands if c.label == fix.candidate and c.rewrite is not None), None)
+    if c is None or c.rewrite is None:
+        raise LookupError(f"the fix {fix.candidate!r} no longer applies")
+    return c.rewrite.files
+
+
+def _apply_cause(fix: CauseFix, report: FixReport, ws: Workspace, opts: Options, *, write: bool,
+                 timeout: float | None) -> tuple[str, bool]:
+    """--diff / --apply for a recompile-cause fix: the same writer, re-verified with a repeat pass."""
+    from .causes import evaluate_cause
+    try:
+        files = cause_files(fix, report, ws)
+    except (LookupError, OSError, SyntaxError) as e:
+        return f"cannot write a patch for {fix.candidate}: {e}", False
+    diff = patch_text(files)
+    if not write:
+        return diff, True
+    cause = next(r for r in report.recompiles if r.id == fix.cause)
+
+    def check() -> list[str]:
+        trial = ws.census(dataclasses.replace(opts, fresh=True, repeat=1), files, timeout)
+        return evaluate_cause(cause, Candidate("rewrite", fix.candidate, Patches()), report, trial, None).why_not
+    why, ok = write_files(files, report.source_sha256, ws.project, check)
+    if not ok:
+        return why or "not applied", False
+    return f"{diff}\napplied {fix.candidate} to {', '.join(short_path(p) for p in files)} ({why})", True
 
 
 def best_upstream(report: FixReport) -> Fix | None:
@@ -90,6 +132,18 @@ def _config_lines(patches: Patches) -> tuple[list[str], list[str]]:
     return out, list(dict.fromkeys(needs))
 
 
+def config_text(patches: Patches, old: str) -> str:
+    """OLD (a module's text) with the config lines of PATCHES after its imports (and the
+    imports they need): how every config fix, for a break or a recompile cause, is written."""
+    lines = old.splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
+    top = _after_imports(ast.parse(old))
+    cfg, needs = _config_lines(patches)
+    add = [f"import {m}\n" for m in ["torch", *needs] if not re.search(rf"^import {re.escape(m)}\b", old, re.M)]
+    return _keep_end(old, "".join(lines[:top] + add + [ln + "\n" for ln in cfg] + lines[top:]))
+
+
 def home_file(site: Site, tfile: str, root: str | None) -> str:
     """Where a config line for SITE goes: the project module that holds it, else the
     innermost project module on its stack (the user's code calling into a library), else the
@@ -120,8 +174,7 @@ def plan_patch(patches: Patches, wrapped: str | None, site: Site, tfile: str, ro
         return [f"import {m}\n" for m in ["torch", *mods] if not re.search(rf"^import {re.escape(m)}\b", old, re.M)]
 
     if wrap is None:
-        cfg, needs = _config_lines(patches)
-        return path, old, _keep_end(old, "".join(lines[:top] + imports(needs) + [ln + "\n" for ln in cfg] + lines[top:]))
+        return path, old, config_text(patches, old)
     hatch = {"nonstrict_trace": "torch._dynamo.nonstrict_trace", "disable": "torch.compiler.disable"}[wrap.how]
     if path == wrap.file:
         node = next((n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
@@ -243,6 +296,9 @@ def apply_best(report: FixReport, ws: Workspace, opts: Options, *, write: bool,
     (message, ok); never raises for a refusal. With no fix to write into the project, a
     verified upstream patch is shown as such (never written)."""
     fix = best(report)
+    cf = best_cause(report) if fix is None else None
+    if cf is not None:
+        return _apply_cause(cf, report, ws, opts, write=write, timeout=timeout)
     if fix is None:
         up = best_upstream(report)
         if up is not None and up.patch:

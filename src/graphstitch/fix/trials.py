@@ -23,7 +23,7 @@ from .. import procs, worker
 from ..advice import advise
 from ..changes import diff, site_label
 from ..files import file_hash, source_text
-from ..model import Census, ErrorInfo, ErrorKind, Site, SiteId, StackEntry
+from ..model import CauseId, Census, ErrorInfo, ErrorKind, Site, SiteId, StackEntry
 from ..perf.timing import LatencyStats
 from ..targets import Options, Patches, target_file
 from .candidates import INVASIVENESS, Candidate, candidates, flags_together
@@ -40,10 +40,13 @@ class Counts:
     sites: int
     break_events: int
     skipped_frames: int
+    recompiles: int = 0       # in the first pass over the factory's calls
+    limit_hits: int = 0
 
     @classmethod
     def of(cls, c: Census) -> Counts:
-        return cls(c.graph_count, len(c.sites), c.break_events, len(c.skipped_frames))
+        return cls(c.graph_count, len(c.sites), c.break_events, len(c.skipped_frames),
+                   c.first_pass_recompiles, len(c.limit_hits))
 
 
 @dataclass
@@ -89,6 +92,43 @@ class Fix:
 
 
 @dataclass
+class CauseFix:
+    """One (recompile cause, candidate) trial: what it proved."""
+    cause: CauseId
+    label: str                       # "shape x dim 0 in rowsum (recompiles.py)"
+    candidate: str
+    kind: str                        # mark_dynamic, maybe_mark_dynamic, tensor_arg, buffer, config, rewrite
+    strategy: str                    # caller (at the call site) > rewrite > config
+    verified: bool
+    before: Counts
+    after: Counts
+    recompiles_before: int           # this cause's recompiles
+    recompiles_after: int
+    cause_gone: bool
+    repeat_stable: bool              # a repeat pass over the same calls recompiled nothing
+    outputs_match: bool
+    side_effects_kept: bool | None
+    new_sites: list[str] = field(default_factory=list)
+    new_skipped_frames: list[str] = field(default_factory=list)
+    new_causes: list[str] = field(default_factory=list)
+    why_not: list[str] = field(default_factory=list)
+    tradeoff: str = ""
+    rule: str | None = None
+    patch: str | None = None         # unified diff (relative paths)
+    given_inputs_only: str | None = None
+
+
+@dataclass
+class Explained:
+    """A cause with no fix to try, and why: it must recompile (expected), or its fix is one
+    graphstitch does not write (hoisting an object out of a loop)."""
+    cause: CauseId
+    count: int
+    expected: bool
+    reason: str
+
+
+@dataclass
 class Refused:
     """A rewrite rule that recognised the site's pattern but offers no patch, and why."""
     site: SiteId
@@ -103,6 +143,8 @@ class FixReport(Census):
     source_sha256: dict[str, str] = field(default_factory=dict)   # files hashed at the census (--apply refuses changed ones)
     refused: list[Refused] = field(default_factory=list)          # rewrite rules that matched a site but proposed nothing
     no_candidate: list[Refused] = field(default_factory=list)     # sites with no candidate at all, and why
+    cause_fixes: list[CauseFix] = field(default_factory=list)     # recompile-cause trials, best first per cause
+    explained: list[Explained] = field(default_factory=list)      # causes that must recompile, or have no patch to write
     census_seconds: float | None = None                           # wall time of the baseline census
     trials_seconds: float | None = None                           # wall time of all trials (with -j)
 
@@ -286,7 +328,7 @@ def rank(fixes: list[Fix]) -> list[Fix]:
 
 def run_fix(spec: str, opts: Options, *, jobs: int | None = None, timeout: float | None = None,
             only: Callable[[Site], bool] | None = None, kinds: AbstractSet[str] | None = None,
-            project_root: str | None = None, exhaustive: bool = False,
+            project_root: str | None = None, exhaustive: bool = False, causes: bool = True,
             progress: Callable[[str], None] | None = None) -> FixReport:
     """Census the target, then one trial census per distinct candidate, in parallel:
     source rewrites first (each in the workspace: the project with the patch), then config
@@ -301,7 +343,7 @@ def run_fix(spec: str, opts: Options, *, jobs: int | None = None, timeout: float
     for _ in range(jobs):
         warm.put(worker.prestart())
     try:
-        return _run_fix(ws, opts, jobs, timeout, only, kinds, warm, exhaustive, progress or (lambda _t: None))
+        return _run_fix(ws, opts, jobs, timeout, only, kinds, warm, exhaustive, causes, progress or (lambda _t: None))
     finally:
         while not warm.empty():  # idle workers hold no job: stop them, don't wait for imports
             child = warm.get()
@@ -311,7 +353,7 @@ def run_fix(spec: str, opts: Options, *, jobs: int | None = None, timeout: float
 
 def _run_fix(ws: Workspace, opts: Options, jobs: int, timeout: float | None, only: Callable[[Site], bool] | None,
              kinds: AbstractSet[str] | None, warm: queue.SimpleQueue[object], exhaustive: bool,
-             say: Callable[[str], None]) -> FixReport:
+             causes: bool, say: Callable[[str], None]) -> FixReport:
     tfile = target_file(ws.spec)
     hashes = {tfile: file_hash(tfile)} if tfile and os.path.isfile(tfile) else {}
     t0 = time.perf_counter()
@@ -324,6 +366,10 @@ def _run_fix(ws: Workspace, opts: Options, jobs: int, timeout: float | None, onl
             real = os.path.realpath(path)
             if real not in hashes and os.path.isfile(real):
                 hashes[real] = file_hash(real)
+    for path in {f.file for f in base.frames}:   # recompile fixes patch the recompiled frames' files
+        real = os.path.realpath(path)
+        if real not in hashes and os.path.isfile(real):
+            hashes[real] = file_hash(real)
     base.source_sha256 = hashes
     advise(base)
     if base.error:
@@ -339,7 +385,7 @@ def _run_fix(ws: Workspace, opts: Options, jobs: int, timeout: float | None, onl
     lock = threading.Lock()
     count = [0, 0]   # trials done, trials started so far (later batches add to it)
 
-    def run_all(cands: dict[str, Candidate]) -> dict[str, Census]:
+    def run_all(cands: dict[str, Candidate], o: Options = opts) -> dict[str, Census]:
         left = [len(cands)]
         count[1] += len(cands)
         if cands:
@@ -361,11 +407,11 @@ def _run_fix(ws: Workspace, opts: Options, jobs: int, timeout: float | None, onl
             assert isinstance(child, procs.Child)
             if c.rewrite is not None:
                 try:
-                    return ws.census(opts, c.rewrite.files, timeout, warm=child)
+                    return ws.census(o, c.rewrite.files, timeout, warm=child)
                 except (LookupError, OSError, SyntaxError, UnicodeError) as e:
                     child.kill_tree()
                     return dataclasses.replace(base, sites=[], fixes=[], error=ErrorInfo(ErrorKind.PATCH, str(e)))
-            return worker.run(ws.job(dataclasses.replace(opts, patches=c.patches)), timeout=timeout, warm=child).census
+            return worker.run(ws.job(dataclasses.replace(o, patches=c.patches)), timeout=timeout, warm=child).census
 
         with ThreadPoolExecutor(max_workers=jobs) as ex:
             return dict(zip(cands, ex.map(trial, cands.values())))
@@ -395,5 +441,31 @@ def _run_fix(ws: Workspace, opts: Options, jobs: int, timeout: float | None, onl
             why = "; ".join(dict.fromkeys(r.reason for r in base.refused if r.site == s.id))
             base.no_candidate.append(Refused(s.id, "none", why or f"no rewrite rule, config flag or hatch applies "
                                              f"to {s.gb_id} ({s.gb_type or 'no break type'})"))
+    if causes:
+        _cause_trials(base, ws, opts, tfile, factory, run_all, kinds)
     base.trials_seconds = time.perf_counter() - t0
     return base
+
+
+def _cause_trials(base: FixReport, ws: Workspace, opts: Options, tfile: str | None, factory: str,
+                  run_all: Callable[[dict[str, Candidate], Options], dict[str, Census]],
+                  kinds: AbstractSet[str] | None) -> None:
+    """Recompile causes: their candidates, each a source patch censused in the workspace with
+    a repeat pass (a fix that only moves the recompile to identical calls is not one)."""
+    from .causes import avoidable, cause_candidates, evaluate_cause, explain, rank_causes
+    pairs = []
+    for r in base.recompiles:
+        ex = explain(r)
+        if ex is not None:
+            base.explained.append(ex)
+            continue
+        if r not in avoidable(base):
+            continue
+        cands, why = cause_candidates(r, base, root=ws.project, target_file=tfile, factory=factory)
+        if not cands and r.id is not None:
+            base.explained.append(Explained(r.id, r.count, False, why or "no candidate applies"))
+        pairs += [(r, c) for c in cands if kinds is None or c.kind in kinds]
+    keyed = {"cause:" + c.key: c for _, c in pairs}
+    results = run_all(keyed, dataclasses.replace(opts, repeat=1))
+    base.cause_fixes = rank_causes([evaluate_cause(r, c, base, results["cause:" + c.key],
+                                                   rewrite_diff(c.rewrite) if c.rewrite else None) for r, c in pairs])

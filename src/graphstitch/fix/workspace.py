@@ -22,7 +22,7 @@ from pathlib import Path
 
 from .. import procs, worker
 from ..files import encode_source, read_source, source_text
-from ..model import Census, ErrorInfo, ErrorKind, Graph, Site, SkippedFrame, StackEntry
+from ..model import Census, ErrorInfo, ErrorKind, FrameCompile, Graph, LimitHit, Site, SkippedFrame, StackEntry
 from ..paths import identity_path, in_project
 from ..targets import Options, target_root
 
@@ -95,8 +95,9 @@ class Workspace:
                 if leaked and trial.error is None:  # overlay_leaks' proof, from what was compiled
                     trial.error = ErrorInfo(ErrorKind.PATCH, "the original code of a patched file was compiled: "
                                             + ", ".join(leaked[:3]))
-                items: list[Site | SkippedFrame | Graph | StackEntry] = [
-                    *trial.sites, *trial.skipped_frames, *trial.graphs, *(fr for s in trial.sites for fr in s.stack)]
+                items: list[Site | SkippedFrame | Graph | StackEntry | FrameCompile | LimitHit] = [
+                    *trial.sites, *trial.skipped_frames, *trial.graphs, *(fr for s in trial.sites for fr in s.stack),
+                    *trial.frames, *trial.limit_hits, *(r.provenance for r in trial.recompiles if r.provenance)]
                 for item in items:
                     orig = back.get(os.path.realpath(item.file))
                     if orig is None:
@@ -106,6 +107,13 @@ class Workspace:
                         item.line = maps[orig].get(item.line, item.line)
                     if isinstance(item, (Site, SkippedFrame)):
                         item.id = dataclasses.replace(item.id, path=identity_path(orig, self.id_root))
+                # Recompile causes name their frame's file by identity path, and link the site.
+                paths = {identity_path(c, self.id_root): identity_path(o, self.id_root) for o, c in copies.items()}
+                for r in trial.recompiles:
+                    if r.id is not None and r.id.path in paths:
+                        r.id = dataclasses.replace(r.id, path=paths[r.id.path])
+                    if r.site is not None and r.site.path in paths:
+                        r.site = dataclasses.replace(r.site, path=paths[r.site.path])
                 trial.target = self.spec
 
             yield worker.Job(spec=self.spec, options=trial_opts, project_root=self.id_root), map_back

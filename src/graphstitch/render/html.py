@@ -183,7 +183,14 @@ def _view(c: Census, rank: Any) -> dict[str, Any]:
     start = max(sites, key=lambda v: v["cost"].seconds.median_s if v["cost"] else -1.0) if sites else None
     if start is not None:
         start = {**start, "verified": next((f for f in start["fixes"] if f.verified), None)}
+    cause_fixes: dict[Any, list[Any]] = {}
+    for f in getattr(c, "cause_fixes", []):   # a `fix` report: recompile-cause trials, matched on CauseId
+        cause_fixes.setdefault(f.cause, []).append(f)
+    explained: dict[Any, list[Any]] = {}
+    for e in getattr(c, "explained", []):
+        explained.setdefault(e.cause, []).append(e)
     return {
+        "cause_fixes": cause_fixes, "explained": explained,
         "rank": rank, "id": "all" if rank is None else f"rank{rank}", "c": c,
         "sites": sites, "start": start, "measured": _measured(c),
         "chart": {"frames": frames, "longest": longest, "label_w": label_w, "bar_w": 360,

@@ -23,6 +23,9 @@ def markdown(censuses: list[Census], notes: dict[str, list[str]] | None = None) 
     out: list[str] = []
     for c in censuses:
         out.append(f"### graphstitch: `{c.target or '?'}`\n")
+        for h in c.limit_hits:   # first: the frame runs eagerly from that call on
+            when = f"; from call {h.call + 1} on, {h.eager_calls} call(s) ran it eagerly" if h.call is not None else ""
+            out.append(f"**{h.limit} hit**: `{_cell(h.function)}` at `{short_path(h.file)}:{h.line}`{when}\n")
         match = {True: "yes", False: "**NO**", None: "not checked"}[c.outputs_match_eager]
         out.append(f"torch {c.torch_version or '?'} · graphs **{c.graph_count}** · break sites "
                    f"**{len(c.sites)}** · break events **{c.break_events}** · skipped frames "
@@ -63,10 +66,12 @@ def markdown(censuses: list[Census], notes: dict[str, list[str]] | None = None) 
                            f"{u.lines if u.end is not None else '?'} | {_cell(u.reason)} |")
             out.append("")
         if c.recompiles:
-            out.append("| recompiles | cause | frames |")
-            out.append("|---|---|---|")
+            out.append("| recompiles | cause | made at | frames |")
+            out.append("|---|---|---|---|")
             for r in c.recompiles:
-                out.append(f"| {r.count} | `{_cell(r.reason)}` | {_cell(', '.join(r.frames))} |")
+                at = f"`{short_path(r.provenance.file)}:{r.provenance.line}`" if r.provenance else ""
+                note = " (expected)" if r.expected else ""
+                out.append(f"| {r.count} | `{_cell(r.reason)}`{note} | {at} | {_cell(', '.join(r.frames))} |")
             out.append("")
         if c.error:
             out.append(f"**Target failed ({_cell(c.error.kind.value)})**: {_cell(c.error.message[:300])}\n")

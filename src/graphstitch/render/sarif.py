@@ -20,6 +20,7 @@ from ..owners import chain_text
 SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 RECOMPILE_RULE = "GS-RECOMPILE"   # recompile causes have no GB id
 UNTRACED_RULE = "GS-UNTRACED"     # code that ran without Dynamo tracing it
+LIMIT_RULE = "GS-RECOMPILE-LIMIT"
 INFO_URI = "https://meta-pytorch.github.io/compile-graph-break-site/"
 
 
@@ -99,16 +100,29 @@ def sarif(censuses: list[Census], root: str | os.PathLike[str] | None = None) ->
                        "so the census's counts do not include it.",
                        "Fix the break that made Dynamo skip the frame (often a break inside a loop), or drop "
                        "the torch.compiler.disable, then run the census again.")
-            loc = _location(u.file, u.start, root)
-            if u.end is not None and "region" in loc["physicalLocation"]:
-                loc["physicalLocation"]["region"]["endLine"] = int(u.end)
+            uloc = _location(u.file, u.start, root)
+            if u.end is not None and "region" in uloc["physicalLocation"]:
+                uloc["physicalLocation"]["region"]["endLine"] = int(u.end)
             results.append({
                 "ruleId": UNTRACED_RULE, "ruleIndex": idx, "level": "warning",
                 "message": {"text": f"Never traced: {u.function} lines {u.where} ran eagerly; breaks there are "
                                     f"not counted. {u.reason}"},
-                "locations": [loc],
+                "locations": [uloc],
                 "partialFingerprints": {"graphstitch/untraced/v1": _fingerprint(u.path, u.function, u.why)},
                 "properties": {"target": c.target, "lines": u.lines, "why": u.why, "function": u.function},
+            })
+        for h in c.limit_hits:   # first: the frame runs eagerly from that call on
+            idx = rule(LIMIT_RULE, "RecompileLimit",
+                       "A frame hit recompile_limit: from that call on it runs eagerly, silently, whenever no "
+                       "cache entry matches.", "Fix its recompile causes (`graphstitch fix TARGET`).")
+            results.append({
+                "ruleId": LIMIT_RULE, "ruleIndex": idx, "level": "error",
+                "message": {"text": f"{h.function} hit {h.limit} ({h.compile_id})"
+                                    + (f"; from call {h.call + 1} on, {h.eager_calls} call(s) ran it eagerly"
+                                       if h.call is not None else "")},
+                "locations": [_location(h.file, h.line, root)],
+                "partialFingerprints": {"graphstitch/limit/v1": _fingerprint(c.target or "", h.function, h.limit)},
+                "properties": {"target": c.target, "call": h.call, "eager_calls": h.eager_calls},
             })
         frames = {f.compile_id: f for f in c.frames}
         for r in c.recompiles:
@@ -117,13 +131,24 @@ def sarif(censuses: list[Census], root: str | os.PathLike[str] | None = None) ->
                        "recompiles (8 by default) the frame silently falls back to eager.",
                        "Run `graphstitch guards TARGET --repeat 3` or `--vary DIM` to see the guards that failed.")
             fr = next((frames[cid] for cid in r.compile_ids if cid in frames), None)
+            # The result lands on the user line that made the guard; the frame is related.
+            at = r.provenance
+            loc = [_location(at.file, at.line, root)] if at else [_location(fr.file, fr.line, root)] if fr else []
+            fixes = [f for f in getattr(c, "cause_fixes", []) if f.cause == r.id and f.verified][:1]
             results.append({
-                "ruleId": RECOMPILE_RULE, "ruleIndex": idx, "level": "warning",
+                "ruleId": RECOMPILE_RULE, "ruleIndex": idx, "level": "note" if r.expected else "warning",
                 "message": {"text": f"{r.count} recompile{'s' if r.count != 1 else ''} of "
-                                    f"{', '.join(r.frames)}: {r.reason}. {' '.join(r.advice)}".strip()},
-                "locations": [_location(fr.file, fr.line, root)] if fr else [],
+                                    f"{', '.join(r.frames)} ({r.kind} {r.subject}): {r.reason}. "
+                                    + (f"Expected: {r.expected}. " if r.expected else "")
+                                    + (f"Verified fix: {fixes[0].candidate}. " if fixes else "")
+                                    + " ".join(r.advice).strip()},
+                "locations": loc,
+                **({"relatedLocations": [{"id": 0, **_location(fr.file, fr.line, root),
+                                          "message": {"text": f"recompiled frame {fr.function}"}}]} if at and fr else {}),
                 "partialFingerprints": {"graphstitch/recompile/v1": _fingerprint(c.target or "", r.reason)},
-                "properties": {"target": c.target, "count": r.count, "examples": r.examples},
+                "properties": {"target": c.target, "count": r.count, "examples": r.examples, "kind": r.kind,
+                               "subject": r.subject, "expected": bool(r.expected),
+                               "site": str(r.site) if r.site else None},
             })
     run = {
         "tool": {"driver": {"name": "graphstitch", "version": __version__, "informationUri": INFO_URI,

@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..costs import cost_for
-from ..model import Census, Site, gb_text
+from ..model import Census, LimitHit, RecompileCause, Site, gb_text
 from ..owners import chain_text, group_line
 from ..paths import is_internal, short_path
 from ..ranks.compare import fmt_ranks
@@ -105,6 +105,30 @@ def _semantics(c: Census, flag: bool) -> list[str]:
             *(["--fullgraph-semantics for fullgraph=True"] if flag else [])]
 
 
+def limit_hits(hits: list[LimitHit], console: Console) -> None:
+    """Frames that hit the recompile limit: first in every output (they run eagerly, silently)."""
+    for h in hits:
+        calls = (f"; from call {h.call + 1}{' of a repeat pass' if h.repeat else ''} on, {h.eager_calls} call"
+                 f"{'s' if h.eager_calls != 1 else ''} ran it eagerly whenever no cache entry matched"
+                 if h.call is not None and h.eager_calls is not None else "")
+        console.print(f"[bold red]{escape(h.limit)} hit[/] · [bold]{escape(h.function)}[/] "
+                      f"{escape(short_path(h.file))}:{h.line} ({escape(h.compile_id)}){escape(calls)}")
+
+
+def cause_lines(rc: RecompileCause, console: Console) -> None:
+    """A cause's kind, provenance (the user line that made the guard, the break that made the
+    value) and, for a cause that must recompile, why."""
+    if rc.provenance is not None:
+        p = rc.provenance
+        _say(console, f"[bold]{escape(rc.kind)}[/] {escape(rc.subject)} · made at "
+                      f"{escape(short_path(p.file))}:{p.line} in {escape(p.function)}: {escape(p.code[:120])}")
+    if rc.site is not None:
+        _say(console, f"value handed over by the break {escape(rc.site.gb_id)} {escape(rc.site.path)} "
+                      f"{escape(rc.site.function)}: {escape(rc.site.code[:100])}")
+    if rc.expected:
+        _say(console, f"[dim]expected ({rc.count} recompile{'s' if rc.count != 1 else ''}): {escape(rc.expected)}[/]")
+
+
 def census(c: Census, console: Console | None = None, full_stack: bool = False, *, command: str = "census",
            fullgraph_flag: bool = True) -> None:
     """COMMAND names the command in the header; FULLGRAPH_FLAG: it has --fullgraph-semantics
@@ -122,6 +146,7 @@ def census(c: Census, console: Console | None = None, full_stack: bool = False, 
     console.print(head)
     _phrases(console, [f"[dim]{b}[/]" for b in bits])
     _phrases(console, [f"[dim]{escape(x)}[/]" for x in _semantics(c, fullgraph_flag)], sep="; ")
+    limit_hits(c.limit_hits, console)
     _phrases(console, [
         f"graphs [bold]{c.graph_count}[/]", f"break sites [bold]{len(c.sites)}[/]",
         f"break events [bold]{c.break_events}[/]", f"skipped frames [bold]{len(c.skipped_frames)}[/]",
@@ -202,6 +227,7 @@ def census(c: Census, console: Console | None = None, full_stack: bool = False, 
             if not fits:   # a long guard reason is prose: wrapped at words, never cut
                 _say(console, escape(rc.reason))
             console.print(f"   frames: {escape(names)}")
+            cause_lines(rc, console)
             for tip in rc.advice:
                 _say(console, f"[magenta]Advice:[/] {escape(tip)}")
 
@@ -246,7 +272,7 @@ def fixes(report: FixReport, console: Console | None = None, verbose: bool = Fal
     """Trials per site, best first, one line each (readable at 80 columns and in CI logs).
     An errored trial shows the end of its own output (all of it with VERBOSE)."""
     console = console or Console(highlight=False)
-    if not report.fixes and not report.no_candidate:
+    if not report.fixes and not report.no_candidate and not report.cause_fixes and not report.explained:
         console.print("[dim]No fix candidates tried.[/]")
         return
     for sid in dict.fromkeys(f.site for f in report.fixes):
@@ -287,6 +313,31 @@ def fixes(report: FixReport, console: Console | None = None, verbose: bool = Fal
         site = report.site(r.site)
         label = f"{gb_text(r.site.gb_id)} {r.site.path}:{site.line if site else '?'}"
         console.print(f"\n[bold underline]No fix candidate for {escape(label)}[/]\n  [dim]{escape(r.reason)}[/]")
+    cause_fixes(report, console)
+
+
+def cause_fixes(report: FixReport, console: Console) -> None:
+    """Recompile causes: each cause's trials (recompiles before -> after), then the causes
+    explained as expected or left without a patch."""
+    for cid in dict.fromkeys(f.cause for f in report.cause_fixes):
+        rows = [f for f in report.cause_fixes if f.cause == cid]
+        console.print(f"\n[bold underline]Fixes for recompile cause {escape(rows[0].label)}[/]")
+        for f in rows:
+            mark = "[bold green]VERIFIED[/]" if f.verified else "[red]rejected[/]"
+            if f.verified and f.given_inputs_only:
+                mark += " [yellow]on the given inputs only[/]"
+            console.print(f"  {mark} {escape(f'[{f.strategy}]')} {escape(f.candidate)} · recompiles "
+                          f"{f.recompiles_before}→{f.recompiles_after} · repeat pass "
+                          f"{'stable' if f.repeat_stable else 'recompiles'} · graphs {f.before.graphs}→{f.after.graphs}")
+            if f.tradeoff:
+                console.print(f"      [dim]trade-off: {escape(f.tradeoff)}[/]")
+            for why in f.why_not:
+                console.print(f"      [dim]{escape(why)}[/]")
+            if f.verified and f.patch:
+                compact_diff(f.patch, console)
+    for e in report.explained:
+        head = "Expected recompiles" if e.expected else "No patch for recompile cause"
+        console.print(f"\n[bold underline]{head}: {escape(str(e.cause))}[/] ({e.count}x)\n  [dim]{escape(e.reason)}[/]")
 
 
 def compact_diff(patch: str, console: Console, limit: int = 12) -> None:
@@ -304,13 +355,16 @@ def fix_all(result: FixAll, console: Console | None = None) -> None:
     console = console or Console(highlight=False)
     s, f = result.start, result.final
     _phrases(console, [f"[bold]graphstitch fix --all[/] {escape(result.target)}:", f"graphs {s.graphs}→{f.graphs}",
-                       f"sites {s.sites}→{f.sites}", f"break events {s.break_events}→{f.break_events}"],
+                       f"sites {s.sites}→{f.sites}", f"break events {s.break_events}→{f.break_events}",
+                       f"recompiles {s.recompiles}→{f.recompiles}", f"recompile-limit hits {s.limit_hits}→{f.limit_hits}"],
              indent="  ")
     for i, st in enumerate(result.steps, 1):
         console.print(f"  {i}. {escape(f'[{st.strategy}]')} {escape(st.label)}: {escape(st.candidate)} (graphs → {st.graphs})")
         console.print(f"      [dim]trade-off: {escape(st.tradeoff)}[/]")
-    for r in result.remaining:
+    for r in [*result.remaining, *result.remaining_causes]:
         console.print(f"  [yellow]left[/] {escape(r)}")
+    for r in result.explained:
+        console.print(f"  [dim]expected: {escape(r)}[/]")
     if result.steps:
         mark = "[bold green]VERIFIED[/]" if result.verified else "[red]NOT verified[/]"
         if result.verified and result.given_inputs_only:
@@ -425,8 +479,16 @@ def guards(rep: GuardReport, console: Console | None = None, full: bool = False)
     count = sum(r.count for r in rep.recompiles)
     console.print(f"[bold]graphstitch guards[/] {escape(rep.target or '')} · {escape(mode)} · "
                   f"{count} recompiles · recompile_limit {info.recompile_limit}")
+    limit_hits(rep.limit_hits, console)
+    if info.mode == "repeat":
+        console.print(f"first pass (the factory's calls, which may differ): {rep.first_pass_recompiles} recompiles · "
+                      f"repeat passes (the same calls again): "
+                      + (f"[bold red]{rep.repeat_recompiles}[/]" if rep.repeat_recompiles else "[green]0[/]")
+                      + " recompiles")
     for r in rep.recompiles:
-        console.print(f"[bold]recompile cause[/] ({r.count}x, {escape(', '.join(r.frames))}): {escape(r.reason)}")
+        when = f", {r.repeats} in repeat passes" if info.mode == "repeat" and r.repeats else ""
+        console.print(f"[bold]recompile cause[/] ({r.count}x{when}, {escape(', '.join(r.frames))}): {escape(r.reason)}")
+        cause_lines(r, console)
         for a in r.advice:
             console.print(f"  [magenta]Advice:[/] {escape(a)}")
     if rep.shared_code_advice:
