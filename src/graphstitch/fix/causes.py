@@ -22,19 +22,21 @@ nothing (trials run with ``Options.repeat``). No torch import.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from collections.abc import Set as AbstractSet
 
 from ..changes import diff
 from ..files import source_text
 from ..model import AVOIDABLE_KINDS, CauseId, Census, RecompileCause, Site
 from ..paths import in_project, short_path
-from ..targets import Patches
+from ..targets import Options, Patches
 from .candidates import Candidate
-from .patches import _after_imports, config_text
 from .rules import Rewrite, proposals
-from .trials import CauseFix, Counts, Explained, outputs_proved
+from .trials import CauseFix, Counts, Explained, FixReport, outputs_proved, rewrite_diff
+from .workspace import Workspace, after_imports, config_text
 
 DYNAMIC = {"assume_static_by_default": False}   # what torch.compile(dynamic=True) patches
 
@@ -129,7 +131,7 @@ def _with_helper(text: str, how: str) -> str:
     if re.search(rf"^def {name}\b", text, re.M):
         return text
     lines = text.splitlines(keepends=True)
-    top = _after_imports(ast.parse(text))
+    top = after_imports(ast.parse(text))
     imp = [] if re.search(r"^import torch\b", text, re.M) else ["import torch\n"]
     helper = [f"\n\ndef {name}(t, dim):  # graphstitch fix: {why}\n", f"    {api}(t, dim)\n", "    return t\n\n"]
     return "".join(lines[:top] + imp + helper + lines[top:])
@@ -328,3 +330,26 @@ def rank_causes(fixes: list[CauseFix]) -> list[CauseFix]:
 def avoidable(c: Census) -> list[RecompileCause]:
     """The causes `fix` tries to remove: a known avoidable kind, with an identity."""
     return [r for r in c.recompiles if r.id is not None and r.kind in AVOIDABLE_KINDS]
+
+
+def cause_trials(base: FixReport, ws: Workspace, opts: Options, tfile: str | None, factory: str,
+                  run_all: Callable[[dict[str, Candidate], Options], dict[str, Census]],
+                  kinds: AbstractSet[str] | None) -> None:
+    """Recompile causes: their candidates, each a source patch censused in the workspace with
+    a repeat pass (a fix that only moves the recompile to identical calls is not one)."""
+    pairs = []
+    for r in base.recompiles:
+        ex = explain(r)
+        if ex is not None:
+            base.explained.append(ex)
+            continue
+        if r not in avoidable(base):
+            continue
+        cands, why = cause_candidates(r, base, root=ws.project, target_file=tfile, factory=factory)
+        if not cands and r.id is not None:
+            base.explained.append(Explained(r.id, r.count, False, why or "no candidate applies"))
+        pairs += [(r, c) for c in cands if kinds is None or c.kind in kinds]
+    keyed = {"cause:" + c.key: c for _, c in pairs}
+    results = run_all(keyed, dataclasses.replace(opts, repeat=1))
+    base.cause_fixes = rank_causes([evaluate_cause(r, c, base, results["cause:" + c.key],
+                                                   rewrite_diff(c.rewrite) if c.rewrite else None) for r, c in pairs])

@@ -24,7 +24,7 @@ from ..targets import Options, Patches, target_file
 from .candidates import Candidate
 from .rules import proposals, user_frames
 from .trials import CauseFix, Fix, FixReport, evaluate
-from .workspace import Workspace, unified_diff
+from .workspace import Workspace, after_imports, config_text, keep_end, unified_diff
 
 WRITABLE_KINDS = ("config", "nonstrict_trace", "disable")
 
@@ -106,44 +106,6 @@ def planned_files(fix: Fix, report: FixReport, ws: Workspace) -> dict[str, str]:
     return {path: new}
 
 
-def _after_imports(tree: ast.Module) -> int:
-    """0-based line index after the module docstring and the leading imports."""
-    idx = 0
-    for node in tree.body:
-        value = getattr(node, "value", None)
-        is_doc = isinstance(node, ast.Expr) and isinstance(value, ast.Constant) and isinstance(value.value, str)
-        if isinstance(node, (ast.Import, ast.ImportFrom)) or (is_doc and idx == 0):
-            idx = node.end_lineno or node.lineno
-        else:
-            break
-    return idx
-
-
-def _config_lines(patches: Patches) -> tuple[list[str], list[str]]:
-    """(config lines, modules they need imported)."""
-    out, needs = [], []
-    for k, v in patches.config.items():
-        if isinstance(v, list):  # a set of functions: added to, never replaced (other modules add theirs)
-            names = [n.replace("builtins.", "") for n in v]
-            needs += [n.split(".")[0] for n in names if "." in n]
-            out.append(f"torch._dynamo.config.{k}.update({{{', '.join(names)}}})  # graphstitch fix")
-        else:
-            out.append(f"torch._dynamo.config.{k} = {v!r}  # graphstitch fix")
-    return out, list(dict.fromkeys(needs))
-
-
-def config_text(patches: Patches, old: str) -> str:
-    """OLD (a module's text) with the config lines of PATCHES after its imports (and the
-    imports they need): how every config fix, for a break or a recompile cause, is written."""
-    lines = old.splitlines(keepends=True)
-    if lines and not lines[-1].endswith("\n"):
-        lines[-1] += "\n"
-    top = _after_imports(ast.parse(old))
-    cfg, needs = _config_lines(patches)
-    add = [f"import {m}\n" for m in ["torch", *needs] if not re.search(rf"^import {re.escape(m)}\b", old, re.M)]
-    return _keep_end(old, "".join(lines[:top] + add + [ln + "\n" for ln in cfg] + lines[top:]))
-
-
 def home_file(site: Site, tfile: str, root: str | None) -> str:
     """Where a config line for SITE goes: the project module that holds it, else the
     innermost project module on its stack (the user's code calling into a library), else the
@@ -168,7 +130,7 @@ def plan_patch(patches: Patches, wrapped: str | None, site: Site, tfile: str, ro
     if lines and not lines[-1].endswith("\n"):
         lines[-1] += "\n"
     tree = ast.parse(old)
-    top = _after_imports(tree)
+    top = after_imports(tree)
 
     def imports(mods: list[str]) -> list[str]:
         return [f"import {m}\n" for m in ["torch", *mods] if not re.search(rf"^import {re.escape(m)}\b", old, re.M)]
@@ -185,19 +147,14 @@ def plan_patch(patches: Patches, wrapped: str | None, site: Site, tfile: str, ro
         m = re.match(r"[ \t]*", lines[node.lineno - 1])
         indent = m.group(0) if m else ""
         new_lines = lines[:first] + [f"{indent}@{hatch}  # graphstitch fix\n"] + lines[first:]
-        return path, old, _keep_end(old, "".join(new_lines[:top] + imports([]) + new_lines[top:]))
+        return path, old, keep_end(old, "".join(new_lines[:top] + imports([]) + new_lines[top:]))
     mod, _, qual = (wrapped or "").partition(":")
     if not mod:
         raise LookupError("the trial did not say which function it wrapped")
     obj = f"{mod}.{qual}"
     add = imports([]) + [f"import {mod}  # graphstitch fix: wrap a library function from your code\n",
                          f"{obj} = {hatch}({obj})  # graphstitch fix\n"]
-    return path, old, _keep_end(old, "".join(lines[:top] + add + lines[top:]))
-
-
-def _keep_end(old: str, new: str) -> str:
-    """NEW ends as OLD does (with or without a final newline)."""
-    return new if old.endswith("\n") or not new.endswith("\n") else new[:-1]
+    return path, old, keep_end(old, "".join(lines[:top] + add + lines[top:]))
 
 
 def _free_backup_name(path: str) -> str:

@@ -326,9 +326,14 @@ def rank(fixes: list[Fix]) -> list[Fix]:
                                         len(f.uncovered), f.after.graphs, INVASIVENESS.get(f.kind, 9), f.candidate))
 
 
+# The recompile causes' trials (``fix.causes.cause_trials``), run by run_fix on its workers after
+# the break sites': (report, workspace, options, target file, factory, run_all, kinds).
+CauseStep = Callable[..., None]
+
+
 def run_fix(spec: str, opts: Options, *, jobs: int | None = None, timeout: float | None = None,
             only: Callable[[Site], bool] | None = None, kinds: AbstractSet[str] | None = None,
-            project_root: str | None = None, exhaustive: bool = False, causes: bool = True,
+            project_root: str | None = None, exhaustive: bool = False, causes: CauseStep | None = None,
             progress: Callable[[str], None] | None = None) -> FixReport:
     """Census the target, then one trial census per distinct candidate, in parallel:
     source rewrites first (each in the workspace: the project with the patch), then config
@@ -353,7 +358,7 @@ def run_fix(spec: str, opts: Options, *, jobs: int | None = None, timeout: float
 
 def _run_fix(ws: Workspace, opts: Options, jobs: int, timeout: float | None, only: Callable[[Site], bool] | None,
              kinds: AbstractSet[str] | None, warm: queue.SimpleQueue[object], exhaustive: bool,
-             causes: bool, say: Callable[[str], None]) -> FixReport:
+             causes: CauseStep | None, say: Callable[[str], None]) -> FixReport:
     tfile = target_file(ws.spec)
     hashes = {tfile: file_hash(tfile)} if tfile and os.path.isfile(tfile) else {}
     t0 = time.perf_counter()
@@ -441,31 +446,7 @@ def _run_fix(ws: Workspace, opts: Options, jobs: int, timeout: float | None, onl
             why = "; ".join(dict.fromkeys(r.reason for r in base.refused if r.site == s.id))
             base.no_candidate.append(Refused(s.id, "none", why or f"no rewrite rule, config flag or hatch applies "
                                              f"to {s.gb_id} ({s.gb_type or 'no break type'})"))
-    if causes:
-        _cause_trials(base, ws, opts, tfile, factory, run_all, kinds)
+    if causes is not None:   # the recompile causes' trials (fix/causes.py), on the same workers
+        causes(base, ws, opts, tfile, factory, run_all, kinds)
     base.trials_seconds = time.perf_counter() - t0
     return base
-
-
-def _cause_trials(base: FixReport, ws: Workspace, opts: Options, tfile: str | None, factory: str,
-                  run_all: Callable[[dict[str, Candidate], Options], dict[str, Census]],
-                  kinds: AbstractSet[str] | None) -> None:
-    """Recompile causes: their candidates, each a source patch censused in the workspace with
-    a repeat pass (a fix that only moves the recompile to identical calls is not one)."""
-    from .causes import avoidable, cause_candidates, evaluate_cause, explain, rank_causes
-    pairs = []
-    for r in base.recompiles:
-        ex = explain(r)
-        if ex is not None:
-            base.explained.append(ex)
-            continue
-        if r not in avoidable(base):
-            continue
-        cands, why = cause_candidates(r, base, root=ws.project, target_file=tfile, factory=factory)
-        if not cands and r.id is not None:
-            base.explained.append(Explained(r.id, r.count, False, why or "no candidate applies"))
-        pairs += [(r, c) for c in cands if kinds is None or c.kind in kinds]
-    keyed = {"cause:" + c.key: c for _, c in pairs}
-    results = run_all(keyed, dataclasses.replace(opts, repeat=1))
-    base.cause_fixes = rank_causes([evaluate_cause(r, c, base, results["cause:" + c.key],
-                                                   rewrite_diff(c.rewrite) if c.rewrite else None) for r, c in pairs])

@@ -12,10 +12,12 @@ eager run (``Options.reference``) and mapped back to the user's files. No torch 
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import dataclasses
 import difflib
 import os
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +26,7 @@ from .. import procs, worker
 from ..files import encode_source, read_source, source_text
 from ..model import Census, ErrorInfo, ErrorKind, FrameCompile, Graph, LimitHit, Site, SkippedFrame, StackEntry
 from ..paths import identity_path, in_project
-from ..targets import Options, target_root
+from ..targets import Options, Patches, target_root
 
 
 @dataclass
@@ -139,3 +141,48 @@ def unified_diff(path: str, old: str, new: str, *, label: str | None = None, roo
     return "".join(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
                                         fromfile=f"a/{rel}", tofile=f"b/{rel}"))
 
+
+# ----------------------------------------------------------------------------- config lines
+# How every config fix, for a break or a recompile cause, is written (patches and causes).
+
+def after_imports(tree: ast.Module) -> int:
+    """0-based line index after the module docstring and the leading imports."""
+    idx = 0
+    for node in tree.body:
+        value = getattr(node, "value", None)
+        is_doc = isinstance(node, ast.Expr) and isinstance(value, ast.Constant) and isinstance(value.value, str)
+        if isinstance(node, (ast.Import, ast.ImportFrom)) or (is_doc and idx == 0):
+            idx = node.end_lineno or node.lineno
+        else:
+            break
+    return idx
+
+
+def _config_lines(patches: Patches) -> tuple[list[str], list[str]]:
+    """(config lines, modules they need imported)."""
+    out, needs = [], []
+    for k, v in patches.config.items():
+        if isinstance(v, list):  # a set of functions: added to, never replaced (other modules add theirs)
+            names = [n.replace("builtins.", "") for n in v]
+            needs += [n.split(".")[0] for n in names if "." in n]
+            out.append(f"torch._dynamo.config.{k}.update({{{', '.join(names)}}})  # graphstitch fix")
+        else:
+            out.append(f"torch._dynamo.config.{k} = {v!r}  # graphstitch fix")
+    return out, list(dict.fromkeys(needs))
+
+
+def config_text(patches: Patches, old: str) -> str:
+    """OLD (a module's text) with the config lines of PATCHES after its imports (and the
+    imports they need): how every config fix, for a break or a recompile cause, is written."""
+    lines = old.splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
+    top = after_imports(ast.parse(old))
+    cfg, needs = _config_lines(patches)
+    add = [f"import {m}\n" for m in ["torch", *needs] if not re.search(rf"^import {re.escape(m)}\b", old, re.M)]
+    return keep_end(old, "".join(lines[:top] + add + [ln + "\n" for ln in cfg] + lines[top:]))
+
+
+def keep_end(old: str, new: str) -> str:
+    """NEW ends as OLD does (with or without a final newline)."""
+    return new if old.endswith("\n") or not new.endswith("\n") else new[:-1]
