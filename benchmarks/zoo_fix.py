@@ -32,15 +32,15 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-# Breaking base models (eval, built from configs) found by `graphstitch sweep transformers`:
-# MoE routing, data-dependent masks, audio feature masks, output capturing, hashing attention.
+# Breaking base models (eval, built from configs) found by `graphstitch sweep transformers` on
+# transformers 5.24 / torch 2.13: MoE routing, data-dependent masks and asserts, audio feature
+# masks, multimodal token checks (transformers/utils/import_utils.py), hashing attention.
 DEFAULT_MODELS = [
-    "SwitchTransformersModel", "ReformerModel", "NllbMoeModel", "Qwen2MoeModel", "OlmoeModel",
-    "GraniteMoeModel", "JetMoeModel", "PhimoeModel", "Qwen3MoeModel", "DeepseekV2Model",
-    "DeepseekV3Model", "HunYuanMoEV1Model", "Ernie4_5_MoeModel", "Glm4MoeModel", "Dots1Model",
-    "FlexOlmoModel", "Lfm2MoeModel", "GptOssModel", "JambaModel", "BigBirdModel", "LongformerModel",
-    "FunnelModel", "PerceiverModel", "Wav2Vec2Model", "HubertModel", "UniSpeechModel",
-    "Data2VecAudioModel", "EncodecModel", "SeamlessM4TModel", "LxmertModel",
+    "LlavaModel", "FlaubertModel", "ReformerModel", "JetMoeModel", "SwitchTransformersModel", "LongformerModel",
+    "SeamlessM4TModel", "MimiModel", "VitsModel", "GroundingDinoModel", "DFineModel", "Glm4vVisionModel",
+    "LlavaOnevisionModel", "Gemma3Model", "XLMModel", "Florence2Model", "FastSpeech2ConformerModel",
+    "Mistral3Model", "InternVLModel", "AyaVisionModel", "EncodecModel", "Idefics2Model", "Cohere2VisionModel",
+    "Idefics3Model", "LlavaNextModel",
 ]
 
 
@@ -134,11 +134,13 @@ def main() -> int:
     ap.add_argument("--budget-s", type=float, default=0, help="stop starting models after this many seconds (0: none)")
     ap.add_argument("--json", type=Path, help="write the rows and the summary here")
     ap.add_argument("--combine", nargs="+", type=Path, metavar="JSON",
-                    help="no run: the summary over the rows of earlier --json files")
+                    help="no run: the summary over the rows of earlier --json files (a later file's row "
+                         "for the same model wins: a re-run)")
     ap.add_argument("--patches", type=Path, help="write each model's verified combined patch to DIR/<model>.diff")
     args = ap.parse_args()
     if args.combine:
-        rows = [r for f in args.combine for r in json.loads(f.read_text())["rows"]]
+        # a model run again in a later file replaces its earlier row
+        rows = list({r["model"]: r for f in args.combine for r in json.loads(f.read_text())["rows"]}.values())
         summary = summarise(rows)
         print(json.dumps(summary, indent=1))
         if args.json:
