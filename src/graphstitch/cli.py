@@ -1126,12 +1126,13 @@ def sweep(sources: tuple[str, ...], only: tuple[str, ...], exclude: tuple[str, .
     if html_path:
         render_sweep.write_html(report, html_path)
     if fix_dir:
-        _sweep_fix(rows, fix_dir, resolve_project(project), timeout, compile_opts)
+        _sweep_fix(rows, fix_dir, resolve_project(project), timeout, max(2, jobs), compile_opts)
     if gate and cmp is not None and sw.gate_failed(cmp, fail_on_improvement=fail_on_improvement):
         sys.exit(EXIT_FAIL)
 
 
-def _sweep_fix(rows: Any, folder: str, project: str | None, timeout: float, compile_opts: dict[str, Any]) -> None:
+def _sweep_fix(rows: Any, folder: str, project: str | None, timeout: float, jobs: int,
+               compile_opts: dict[str, Any]) -> None:
     from .fix.sweep import ModelFix, breaking, fix_rows
     from .render import write_json
 
@@ -1147,7 +1148,7 @@ def _sweep_fix(rows: Any, folder: str, project: str | None, timeout: float, comp
                 f" -> {m.patch_file}" if m.patch_file else f"no verified combined patch ({m.sites} site(s))")
         err_console.print(f"[{i}/{n}] {m.target}: {what}")
 
-    res = fix_rows(rows, folder, project=project, timeout=timeout, jobs=2, opts=make_options(**compile_opts),
+    res = fix_rows(rows, folder, project=project, timeout=timeout, jobs=jobs, opts=make_options(**compile_opts),
                    on_model=said)
     for rc in res.root_causes:
         console.print(f"root cause patched the same way in {len(rc.models)} models: {', '.join(rc.sites) or rc.file}"

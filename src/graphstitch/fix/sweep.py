@@ -93,7 +93,7 @@ def fix_rows(rows: Sequence[Row], folder: str, *, project: str | None, timeout: 
     fixed_at: dict[tuple[str, str], set[str]] = defaultdict(set)   # (file, patched text) -> sites it removed
     todo = breaking(rows)
     for i, row in enumerate(todo, 1):
-        mf = ModelFix(target=row.id, sites=len(row.census.sites) if row.census else 0, fixed=0, verified=False)
+        mf = ModelFix(target=row.id, sites=row.break_sites or 0, fixed=0, verified=False)
         try:
             res, files = fix_all(factory_spec(row, folder), opts, jobs=jobs, timeout=timeout, project_root=project)
         except Exception as e:  # noqa: BLE001 - one model's failure is a row, not the end of the sweep
