@@ -145,3 +145,12 @@ def test_sweep_fix_gives_a_patch_per_model_and_one_per_shared_root_cause(toylib)
     patch = (user / "out" / "root-cause-1.diff").read_text()
     assert patch.startswith("--- a/src/toylib/layers.py\n+++ b/src/toylib/layers.py\n") and "torch.where(" in patch
     assert "1 shared root-cause patch" in " ".join(r.stdout.split()) and layers.read_text() == before
+
+
+def test_sweep_fix_refuses_a_folder_it_cannot_make_before_the_sweep(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    r = subprocess.run([sys.executable, "-m", "graphstitch", "sweep", str(TARGETS / "toylib_user" / "factories.py"),
+                        "--fix", str(blocker / "out")], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "--fix" in r.stderr and "cannot make the folder" in r.stderr, r.stderr
+    assert "sweep" not in r.stdout   # nothing ran

@@ -1074,6 +1074,13 @@ def sweep(sources: tuple[str, ...], only: tuple[str, ...], exclude: tuple[str, .
 
     if gate and not compare_path:
         fail("--gate needs --compare OLD.jsonl")
+    if fix_dir:   # refused now, not after the sweep
+        try:
+            os.makedirs(fix_dir, exist_ok=True)
+        except OSError as e:
+            fail(f"--fix {fix_dir}: cannot make the folder: {e.strerror or e}")
+        if not os.access(fix_dir, os.W_OK):
+            fail(f"--fix {fix_dir}: the folder is not writable")
     if resume and not out_path:
         fail("--resume needs --out FILE (the sweep to continue)")
 
