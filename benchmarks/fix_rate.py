@@ -56,20 +56,22 @@ def written_files(fix: Fix, report: FixReport, ws: Workspace) -> dict[str, str] 
         return None
 
 
-def programs(only: list[str] | None) -> list[tuple[Path, str, str, str]]:
+def programs(only: list[str] | None, dirs: list[str] = ()) -> list[tuple[Path, str, str, str]]:
     """(path, TARGET, project root, group) of every corpus program: a file with a `target()`
     factory, or a project folder (its `factories.py:target`, the folder as the project).
     Group "unseen": programs in `unseen/`, collected from public code nobody read while the
-    rules were written (see its README); "corpus": the rest."""
+    rules were written (see its README); "corpus": the rest. Each of DIRS (a set kept outside
+    the repo) is its own group, named by its folder."""
     out = []
-    for group, d in (("corpus", CORPUS), ("unseen", CORPUS / "unseen")):
+    groups = [("corpus", CORPUS), ("unseen", CORPUS / "unseen")] if not dirs else []
+    for group, d in groups + [(Path(x).resolve().name, Path(x).resolve()) for x in dirs]:
         if not d.is_dir():
             continue
         for p in sorted(d.iterdir()):
             if (only and p.stem not in only) or p.name.startswith(("_", ".")) or p.name == "unseen":
                 continue
             if p.suffix == ".py":
-                out.append((p, f"{p}:target", str(ROOT), group))
+                out.append((p, f"{p}:target", str(ROOT) if group in ("corpus", "unseen") else str(d), group))
             elif (p / "factories.py").is_file():
                 out.append((p, f"{p / 'factories.py'}:target", str(p), group))
     return out
@@ -79,6 +81,8 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("-j", type=int, default=2)
     ap.add_argument("--only", nargs="*")
+    ap.add_argument("--dir", action="append", default=[], metavar="DIR",
+                    help="measure the programs in DIR instead (a held-out set kept outside the repo; its own group)")
     ap.add_argument("--json")
     ap.add_argument("--all-kinds", action="store_true", help="also try leaf_function/custom_op/allow_in_graph "
                     "(never written as patches; slower)")
@@ -97,7 +101,7 @@ def main() -> int:
     opts = Options(backend="aot_eager")
     rows = []
     t_all = time.perf_counter()
-    for path, spec, root, group in programs(a.only):
+    for path, spec, root, group in programs(a.only, a.dir):
         report = run_fix(spec, opts, jobs=a.j, timeout=a.timeout, project_root=root,
                          kinds=None if a.all_kinds else FAST_KINDS)
         outcomes = []
@@ -139,7 +143,7 @@ def summary(rows: list[dict], json_path: str | None, *, wall: float | None = Non
     written from says little about code in the wild."""
     out: dict[str, dict] = {"rows": rows}
     false_total = 0
-    for group in ("corpus", "unseen"):
+    for group in dict.fromkeys(r.get("group", "corpus") for r in rows):
         mine = [r for r in rows if r.get("group", "corpus") == group]
         if not mine:
             continue

@@ -291,3 +291,69 @@ def test_apply_keeps_encoding_crlf_tabs_and_no_final_newline(tmp_path, monkeypat
     assert (tmp_path / "prog.py.graphstitch.bak").read_bytes() == src.replace("\n", "\r\n").encode("latin-1")
     after, _ = census_subprocess(f"{prog}:target", OPTS)
     assert after.sites == [] and after.outputs_match_eager
+
+
+# ----------------------------------------------------------------------------- structural rules
+
+RULES_SRC = TARGETS / "structure_rules.py"
+
+
+def _trial_of(factory: str, tag: str, rule: str):
+    """(site, the RULE's proposal, its trial's verdict) for the site tagged TAG."""
+    base, site = _site_of(f"{RULES_SRC}:{factory}", tag, RULES_SRC)
+    root = str(RULES_SRC.parent)
+    props, refused = proposals(site, root, target_file=str(RULES_SRC), factory=factory, sites=base.sites)
+    rw = next((p for p in props if p.rule == rule), None)
+    assert rw is not None, (props, refused)
+    f = evaluate(site, Candidate(rw.strategy, rw.label, Patches(), rw), base,
+                 Workspace(f"{RULES_SRC}:{factory}", root, root).census(OPTS, rw.files, 300))
+    return site, rw, f
+
+
+def test_a_gate_kept_as_a_tensor_selects_with_where_and_leaves_branch_only_names_alone():
+    # `res` exists only inside the branch: no torch.where for it (it may not exist when the
+    # gate is shut), only for `h`, which the loop reads again.
+    site, rw, f = _trial_of("gated", "GATE", "item-keep-tensor")
+    assert (site.gb_id, site.line) == ("GB0124", marked_line(RULES_SRC, "GATE"))
+    text = rw.files[str(RULES_SRC)]
+    assert "h = torch.where(" in text and "res = torch.where(" not in text
+    assert f.verified, f.why_not
+
+
+def test_a_test_between_a_tensor_and_its_copy_always_takes_the_copy():
+    site, rw, f = _trial_of("copied", "COPY", "same-value-arms")
+    assert (site.gb_id, site.line) == ("GB0088", marked_line(RULES_SRC, "COPY"))
+    assert "out = t.contiguous()  # COPY" in rw.files[str(RULES_SRC)]
+    assert f.verified, f.why_not
+
+
+def test_code_that_keeps_tracers_off_a_shortcut_keeps_the_compiler_off_it_too():
+    site, rw, f = _trial_of("tracer", "TRACER", "compiling-is-tracing")
+    assert (site.gb_id, site.line) == ("GB0170", marked_line(RULES_SRC, "TRACER"))
+    assert "(torch.jit.is_tracing() or torch.compiler.is_compiling())" in rw.files[str(RULES_SRC)]
+    assert f.verified, f.why_not
+
+
+def test_the_tracer_path_that_computes_something_else_is_refused():
+    # Under a tracer this code skips the clamp: compiled outputs would differ from eager.
+    site, _, f = _trial_of("tracer_refused", "TRACER_SKIPS", "compiling-is-tracing")
+    assert (site.gb_id, site.line) == ("GB0170", marked_line(RULES_SRC, "TRACER_SKIPS"))
+    assert not f.verified and any("outputs differ from eager" in w for w in f.why_not), f.why_not
+
+
+def test_a_mask_or_none_chosen_by_the_masks_own_any_passes_the_mask():
+    site, rw, f = _trial_of("masked", "MASK", "mask-not-none")
+    assert (site.gb_id, site.line) == ("GB0170", marked_line(RULES_SRC, "MASK"))
+    assert "key_padding_mask=blank, need_weights" in rw.files[str(RULES_SRC)]
+    assert f.verified, f.why_not
+
+
+def test_a_mask_or_none_chosen_by_an_and_chain_is_not_offered(tmp_path):
+    # `a and m.any()` false does not make m all-False: no rewrite is proposed.
+    prog = tmp_path / "andmask.py"
+    src = RULES_SRC.read_text().replace("any_blank = blank.any()", "any_blank = bool(x.numel()) and blank.any()")
+    prog.write_text(src)
+    base = census_target(f"{prog}:masked", OPTS, project_root=str(tmp_path))
+    site = next(s for s in base.sites if s.line == marked_line(prog, "MASK"))
+    props, _ = proposals(site, str(tmp_path), target_file=str(prog), factory="masked", sites=base.sites)
+    assert not any(p.rule == "mask-not-none" for p in props)

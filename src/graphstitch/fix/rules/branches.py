@@ -137,6 +137,19 @@ def _branch(ctx: Ctx, assigns: list[tuple[str, cst.BaseExpression]], tag: str, t
     return lines, env
 
 
+def branch_local(ctx: Ctx, st: cst.If) -> set[str]:
+    """Names ST's branches bind that no code of the function outside ST mentions (read or
+    bound), parameters excluded: values the branch computes for itself."""
+    scope = ctx.func if ctx.func is not None else ctx.module
+    inside = set(walk(st))
+    outside = {n.value for n in walk(scope) if isinstance(n, cst.Name) and n not in inside}
+    if ctx.func is not None:
+        outside |= {p.name.value for p in ctx.func.params.params}
+    bound_here = {t.target.value for n in walk(st) if isinstance(n, cst.Assign)
+                  for t in n.targets if isinstance(t.target, cst.Name)}
+    return bound_here - outside
+
+
 def where_assign(ctx: Ctx, st: cst.If) -> list[cst.BaseStatement] | Refusal | None:
     """``if c: a = x`` (``else: a = y``) -> ``a = torch.where(c, x, a or y)`` per name; None
     when the `if` is not of that form. Branches whose assignments read each other (``a =
@@ -149,10 +162,16 @@ def where_assign(ctx: Ctx, st: cst.If) -> list[cst.BaseStatement] | Refusal | No
     if a is None or b is None or not a:
         return None
     targets = list(dict.fromkeys([n for n, _ in a] + [n for n, _ in b]))
+    # A name the branch binds only for its own use (`out = layer(h); h = out[0]`) needs no
+    # select: nothing outside the `if` reads it, and it may not exist when the test is false.
+    targets = [n for n in targets if n not in branch_local(ctx, st)]
+    if not targets:
+        return None
     test = where_test(ctx, st.test)
     da, db = dict(a), dict(b)
-    simple = len(da) == len(a) and len(db) == len(b) and not (
-        len(targets) > 1 and any(set(targets) & names(v) for v in [*da.values(), *db.values()]))
+    bound = set(da) | set(db)
+    simple = len(da) == len(a) and len(db) == len(b) and set(targets) == bound and not (
+        len(bound) > 1 and any(bound & names(v) for v in [*da.values(), *db.values()]))
     if simple:
         lines = [f"{n} = torch.where({test}, {ctx.code(da[n]) if n in da else n}, {ctx.code(db[n]) if n in db else n})"
                  for n in targets]
@@ -209,16 +228,18 @@ def _if_where(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
     if isinstance(made, Refusal):
         yield made
         return
+    local = branch_local(ctx, st)
     targets = list(dict.fromkeys(n for n, _ in [*(_plain_assigns(st.body) or []),
-                                                 *(_plain_assigns(st.orelse.body) or [] if isinstance(st.orelse, cst.Else) else [])]))
+                                                 *(_plain_assigns(st.orelse.body) or [] if isinstance(st.orelse, cst.Else) else [])]
+                                 if n not in local))
     yield Rewrite("if-where", "rewrite", f"`if` assigning {', '.join(targets)} -> torch.where",
                   "computes both branches; they must have the same shape and dtype",
                   {ctx.path: add_import(ctx.swap({st: cst.FlattenSentinel(made)}), "import torch")})
     # Calls with the same arguments in both branches: torch.cond runs one branch.
     a = _plain_assigns(st.body) or []
-    b = _plain_assigns(orelse) if orelse is not None else []
-    da, db = dict(a), dict(b or [])
-    if len(targets) == 1 and targets[0] in da and targets[0] in db:
+    b = (_plain_assigns(orelse) if orelse is not None else []) or []
+    da, db = dict(a), dict(b)
+    if len(targets) == 1 and len(a) == len(b) == 1 and targets[0] in da and targets[0] in db:
         ca, cb = da[targets[0]], db[targets[0]]
         if isinstance(ca, cst.Call) and isinstance(cb, cst.Call) and \
                 [ctx.code(x) for x in ca.args] == [ctx.code(x) for x in cb.args] and \
@@ -268,3 +289,109 @@ def _next_stmt(ctx: Ctx, st: cst.CSTNode) -> cst.CSTNode | None:
     if st in body and body.index(st) + 1 < len(body):
         return body[body.index(st) + 1]
     return None
+
+
+# Methods whose result equals their receiver in value (a copy, or the same tensor laid out
+# contiguously): a test choosing between X and X.clone() chooses storage, never a value.
+_VALUE_COPIES = ("clone", "contiguous")
+
+
+def _copy_of(expr: cst.BaseExpression, ctx: Ctx) -> cst.BaseExpression | None:
+    """X when EXPR is ``X.clone(...)`` / ``X.contiguous(...)``."""
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _VALUE_COPIES:
+        return expr.func.value
+    return None
+
+
+@rule("same-value-arms")
+def _same_value_arms(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
+    """``X if cond else X.clone()``: both arms are the same values (one a copy), so the test
+    only picks storage (an alignment or layout check on ``data_ptr()``, strides...). Always
+    take the copy: equal values, never an alias the original would not have made."""
+    swaps: dict[cst.CSTNode, object] = {}
+    for n in walk(ctx.stmt):
+        if not isinstance(n, cst.IfExp) or not ctx.idx.contains(n, ctx.site.line):
+            continue
+        for keep, other in ((n.orelse, n.body), (n.body, n.orelse)):
+            base = _copy_of(keep, ctx)
+            if base is not None and ctx.code(base).strip() == ctx.code(other).strip():
+                swaps[n] = keep
+                break
+    if swaps:
+        yield Rewrite("same-value-arms", "rewrite", "a test choosing between a tensor and its copy -> always the copy",
+                      "one copy on every call, where the original copied only when its storage test failed",
+                      {ctx.path: ctx.swap(swaps)})
+
+
+# Checks code makes to skip a data-dependent shortcut under a tracer (TorchScript, FX, ONNX
+# export): compiling is tracing too, and the branch the code takes for tracers is traceable.
+_TRACER_CHECKS = ("torch.jit.is_tracing", "torch.jit.is_scripting", "torch.onnx.is_in_onnx_export",
+                  "torch._C._get_tracing_state")
+
+
+def _tracer_check(n: cst.CSTNode, ctx: Ctx) -> bool:
+    if not isinstance(n, cst.Call):
+        return False
+    f = ctx.code(n.func)
+    if f in _TRACER_CHECKS:
+        return True
+    return f == "isinstance" and len(n.args) == 2 and "torch.fx.Proxy" in ctx.code(n.args[1].value)
+
+
+@rule("compiling-is-tracing")
+def _compiling_is_tracing(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
+    """The code already keeps tracers off this path (``if not is_tracing and <tensor test>``,
+    ``is_tracing = torch.jit.is_tracing() or ...``): count ``torch.compiler.is_compiling()`` as
+    tracing, so compiled code takes the branch written for tracers (what transformers did
+    upstream with ``is_torchdynamo_compiling``)."""
+    header = ctx.stmt.test if isinstance(ctx.stmt, (cst.If, cst.While)) else ctx.stmt
+    checks = [n for n in walk(header) if _tracer_check(n, ctx)]
+    read = names(header)
+    flags = [] if ctx.func is None else [
+        s for s in walk(ctx.func) if isinstance(s, cst.Assign) and ctx.pos.get(s, 0) < ctx.pos[ctx.stmt]
+        and any(isinstance(t.target, cst.Name) and t.target.value in read for t in s.targets)
+        and any(_tracer_check(n, ctx) for n in walk(s.value))]
+    swaps: dict[cst.CSTNode, object] = {}
+    for c in checks:
+        swaps[c] = cst.parse_expression(f"({ctx.code(c)} or torch.compiler.is_compiling())")
+    for s in flags:
+        swaps[s.value] = cst.parse_expression(f"{ctx.code(s.value)} or torch.compiler.is_compiling()")
+    if swaps:
+        yield Rewrite("compiling-is-tracing", "rewrite",
+                      "compiling counts as tracing: the compiled code takes the path the code keeps for tracers",
+                      "compiled calls skip the data-dependent shortcut (the tracer path computes what it would "
+                      "have skipped)", {ctx.path: add_import(ctx.swap(swaps), "import torch")})
+
+
+def _any_of(expr: cst.BaseExpression, ctx: Ctx) -> set[str]:
+    """The names M whose ``M.any()`` is false whenever EXPR is: EXPR is ``M.any()`` or an
+    ``or`` chain holding it."""
+    if isinstance(expr, cst.BooleanOperation) and isinstance(expr.operator, cst.Or):
+        return _any_of(expr.left, ctx) | _any_of(expr.right, ctx)
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "any" \
+            and not expr.args and isinstance(expr.func.value, cst.Name):
+        return {expr.func.value.value}
+    return set()
+
+
+@rule("mask-not-none")
+def _mask_not_none(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
+    """``M if F else None`` where F is ``M.any()`` (or an ``or`` chain holding it, maybe via a
+    name): when F is false, M masks nothing, which is what None says. Pass M always."""
+    swaps: dict[cst.CSTNode, object] = {}
+    for n in walk(ctx.stmt):
+        if not isinstance(n, cst.IfExp) or not ctx.idx.contains(n, ctx.site.line) \
+                or ctx.code(n.orelse).strip() != "None" or not isinstance(n.body, cst.Name):
+            continue
+        implied = _any_of(n.test, ctx)
+        if isinstance(n.test, cst.Name) and ctx.func is not None:
+            for s in walk(ctx.func):
+                if isinstance(s, cst.Assign) and ctx.pos.get(s, 0) < ctx.pos[ctx.stmt] and len(s.targets) == 1 \
+                        and ctx.code(s.targets[0].target).strip() == n.test.value:
+                    implied = _any_of(s.value, ctx)   # the last binding before the site counts
+        if n.body.value in implied:
+            swaps[n] = n.body
+    if swaps:
+        yield Rewrite("mask-not-none", "rewrite", "an all-False mask instead of None: pass the mask always",
+                      "the callee gets a mask with no True where it got None: the same only where the callee "
+                      "treats an all-False mask as no mask (checked on your calls)", {ctx.path: ctx.swap(swaps)})

@@ -13,12 +13,12 @@ from .base import Ctx, Refusal, Rewrite, rule
 from .branches import tensor_bool, where_assign, where_return
 from .syntax import add_import, assigned, names, small, small_stmt, walk
 
-_SCALAR_CASTS = ("float", "int")
+_SCALAR_CASTS = ("float", "int", "bool")
 _DATA_DEPENDENT = re.compile(r"[Dd]ata[- ]dependent|GB0170")
 
 
 def _unwrap_scalar(node: cst.BaseExpression) -> cst.BaseExpression | None:
-    """``t.item()`` / ``float(t)`` / ``int(t)`` -> ``t`` (None when it is none of these)."""
+    """``t.item()`` / ``float(t)`` / ``int(t)`` / ``bool(t)`` -> ``t`` (None when it is none of these)."""
     if isinstance(node, cst.Call):
         f = node.func
         if isinstance(f, cst.Attribute) and f.attr.value == "item" and not node.args:

@@ -1,0 +1,81 @@
+"""Shapes of code the structural rules key on (tests/test_fix_v3.py), one factory each.
+Written for the tests, not taken from the corpus: the names here are deliberately unlike
+those of the fix corpus and the unseen set."""
+import torch
+
+
+class GatedStack(torch.nn.Module):
+    """A per-block gate drawn as a tensor, then `if not gate:` running the block; the block's
+    own output tuple is bound only inside the branch."""
+
+    def __init__(self, d=6, n=3, p=0.4):
+        super().__init__()
+        self.blocks = torch.nn.ModuleList(torch.nn.Linear(d, d) for _ in range(n))
+        self.p = p
+
+    def forward(self, h):
+        for blk in self.blocks:
+            coin = torch.rand(())
+            drop = bool(self.training) and bool(coin < self.p)  # GATE
+            if not drop:
+                res = (torch.tanh(blk(h)), coin)
+                h = res[0]
+        return h
+
+
+def gated():
+    torch.manual_seed(0)
+    return [(GatedStack().train(), (torch.randn(2, 6),), {})]
+
+
+def pad_to_64(t):
+    out = t if t.data_ptr() % 64 == 0 else t.contiguous()  # COPY
+    return out * 2
+
+
+def copied():
+    torch.manual_seed(0)
+    return [(pad_to_64, (torch.randn(5, 3),), {})]
+
+
+def keep_or_mask(x, keep):
+    if not torch.jit.is_tracing() and keep.all():  # TRACER
+        return x
+    return x.masked_fill(~keep, 0.0)
+
+
+def tracer():
+    torch.manual_seed(0)
+    x = torch.randn(3, 4)
+    return [(keep_or_mask, (x, torch.ones(3, 4, dtype=torch.bool)), {}),
+            (keep_or_mask, (x, torch.rand(3, 4) > 0.3), {})]
+
+
+def clamp_unless_traced(x):
+    # The tracer path skips the clamp: counting compiling as tracing changes the outputs.
+    if not torch.jit.is_scripting() and (x < 0).any():  # TRACER_SKIPS
+        x = x.clamp(min=0)
+    return x * 3
+
+
+def tracer_refused():
+    torch.manual_seed(0)
+    return [(clamp_unless_traced, (torch.randn(4, 4),), {})]
+
+
+class Pool(torch.nn.Module):
+    def __init__(self, d=6):
+        super().__init__()
+        self.attn = torch.nn.MultiheadAttention(d, 2, batch_first=True)
+
+    def forward(self, x, ids):
+        blank = ids == 0
+        any_blank = blank.any()
+        out, _ = self.attn(x, x, x, key_padding_mask=blank if any_blank else None, need_weights=False)  # MASK
+        return out
+
+
+def masked():
+    torch.manual_seed(0)
+    ids = torch.tensor([[3, 4, 0, 0], [5, 6, 7, 8]])
+    return [(Pool().eval(), (torch.randn(2, 4, 6), ids), {})]
