@@ -357,3 +357,10 @@ def test_a_mask_or_none_chosen_by_an_and_chain_is_not_offered(tmp_path):
     site = next(s for s in base.sites if s.line == marked_line(prog, "MASK"))
     props, _ = proposals(site, str(tmp_path), target_file=str(prog), factory="masked", sites=base.sites)
     assert not any(p.rule == "mask-not-none" for p in props)
+
+
+def test_an_if_that_only_copies_always_copies():
+    site, rw, f = _trial_of("copied_if", "COPY_IF", "same-value-arms")
+    assert (site.gb_id, site.line) == ("GB0088", marked_line(RULES_SRC, "COPY_IF"))
+    assert "data_ptr" not in rw.files[str(RULES_SRC)].split("def aligned_rows")[1].split("def copied_if")[0]
+    assert f.verified, f.why_not

@@ -79,3 +79,14 @@ def masked():
     torch.manual_seed(0)
     ids = torch.tensor([[3, 4, 0, 0], [5, 6, 7, 8]])
     return [(Pool().eval(), (torch.randn(2, 4, 6), ids), {})]
+
+
+def aligned_rows(t):
+    if t.data_ptr() % 32:  # COPY_IF
+        t = t.clone()
+    return t.flip(0)
+
+
+def copied_if():
+    torch.manual_seed(0)
+    return [(aligned_rows, (torch.randn(4, 2),), {})]

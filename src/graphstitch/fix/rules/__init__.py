@@ -4,7 +4,9 @@ comments, indentation kept); nothing here decides whether a patch is right: ever
 is censused in the fix workspace and judged like any other trial. No torch import.
 
 - ``scalars``: Python numbers and lists made from tensors, kept as tensors;
-- ``branches``: data-dependent ``if`` -> ``where`` / ``cond`` / ``_assert_async``;
+- ``branches``: data-dependent ``if`` -> ``where`` / ``cond`` / ``_assert_async``; tests that
+  only pick storage (a tensor or its copy), that code already skips for tracers, or that
+  choose between a mask and None when the mask's own ``any()`` decided;
 - ``effects``: print, logging and file I/O kept at run time;
 - ``apis``: one-line swaps to a traceable twin;
 - ``collectives``: functional collectives, and a ``disable`` the user no longer needs;

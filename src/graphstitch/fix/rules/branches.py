@@ -1,7 +1,9 @@
 """Data-dependent branches: an `if` on a tensor becomes ``torch.where`` (the same names
 assigned, or a return in both branches), ``torch.cond`` (branches calling with the same
 arguments) or ``torch._assert_async`` (``if cond: raise``). A branch that changes state is
-refused: ``where``/``cond`` would always or never apply it."""
+refused: ``where``/``cond`` would always or never apply it. Tests that decide no value are
+dropped: a tensor or its copy, a shortcut the code already skips for tracers, a mask or None
+when the mask's own ``any()`` decided."""
 
 from __future__ import annotations
 
@@ -305,11 +307,19 @@ def _copy_of(expr: cst.BaseExpression, ctx: Ctx) -> cst.BaseExpression | None:
 
 @rule("same-value-arms")
 def _same_value_arms(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
-    """``X if cond else X.clone()``: both arms are the same values (one a copy), so the test
+    """``X if cond else X.clone()`` (``if cond: X = X.clone()``): both arms are the same values (one a copy), so the test
     only picks storage (an alignment or layout check on ``data_ptr()``, strides...). Always
     take the copy: equal values, never an alias the original would not have made."""
     swaps: dict[cst.CSTNode, object] = {}
-    for n in walk(ctx.stmt):
+    st = ctx.stmt
+    if isinstance(st, cst.If) and st.orelse is None:
+        # `if cond: x = x.clone()`: the statement form (the other arm is `x` unchanged)
+        assigns = _plain_assigns(st.body)
+        if assigns and len(assigns) == 1 and (base := _copy_of(assigns[0][1], ctx)) is not None \
+                and ctx.code(base).strip() == assigns[0][0]:
+            swaps[st] = cst.parse_statement(f"{assigns[0][0]} = {ctx.code(assigns[0][1])}\n").with_changes(
+                leading_lines=st.leading_lines)
+    for n in walk(st):
         if not isinstance(n, cst.IfExp) or not ctx.idx.contains(n, ctx.site.line):
             continue
         for keep, other in ((n.orelse, n.body), (n.body, n.orelse)):
