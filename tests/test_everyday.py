@@ -309,3 +309,24 @@ def test_fix_says_fix_in_its_header(marked, tmp_path):
     assert p.returncode == 0, p.stderr
     assert p.stdout.startswith("graphstitch fix ") and "graphstitch census" not in p.stdout
     assert "the model speaks\n" not in p.stdout.replace('print("the model speaks")', "")   # trials' prints captured
+
+
+def test_a_site_on_line_100_in_a_with_block_reads_as_its_line_not_an_emoji_or_a_loop():
+    # rich turns ":100:" into an emoji unless told not to; a frame skipped at a break inside a
+    # `with` block (no loop, no GB7000) must not be called "in a loop".
+    target = ROOT / "tests" / "targets_reports" / "with_block_100.py"
+    p = gs("census", f"{target}:target")
+    assert p.returncode == 0, p.stderr
+    out = " ".join(p.stdout.split())
+    assert "GB0170" in out and "with_block_100.py:100 in step" in out
+    assert "step() at with_block_100.py:100: Dynamo skipped its frame here" in out
+    assert "💯" not in p.stdout and "in a loop" not in out
+
+
+def test_gb0059_that_is_not_a_print_gets_no_print_advice():
+    target = ROOT / "tests" / "targets_reports" / "builtin_range.py"
+    p = gs("census", f"{target}:target")
+    assert p.returncode == 0, p.stderr
+    out = " ".join(p.stdout.split())
+    assert "GB0059" in out and "builtin_range.py:8 in spans" in out
+    assert "print" not in out.replace("builtin_range", "")

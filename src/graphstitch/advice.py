@@ -199,8 +199,8 @@ def advice_for(site: Site) -> list[Advice]:
     gid = site.gb_id
     entry = gb_registry().get(gid, {})
     where = _where(site)
-    book = PLAYBOOKS.get(gid)
-    fam = strategy_for(gid, entry)
+    book = PLAYBOOKS.get(gid) if _fits(site) else None
+    fam = strategy_for(gid, entry) if _fits(site) else "rewrite"
     out: list[Advice] = []
     if book is not None:
         first = book["after"].splitlines()[0].split("  #")[0].strip()
@@ -305,17 +305,26 @@ NEXT = {
 }
 
 
+def _fits(site: Site) -> bool:
+    """Is the curated text for the site's GB id about this site's code? GB0059 (a builtin
+    Dynamo cannot call) is print's id, but also `range` over an ndarray, `id(...)`, ..."""
+    return not (site.gb_id == "GB0059" and "print" not in f"{site.code} {site.explanation}")
+
+
 def next_step_for(site: Site, target: str | None, rerun: str | None = None) -> NextStep:
     """One recommended action and the command that proves it (`graphstitch fix` verifies it).
     RERUN: the command that made this census when it has no TARGET to fix (`run SCRIPT`)."""
-    book = PLAYBOOKS.get(site.gb_id)
+    book = PLAYBOOKS.get(site.gb_id) if _fits(site) else None
     owner = site.owner
     at = (f"{owner.owner.name}() at {os.path.basename(owner.owner.file)}:{owner.owner.line}"
           if owner is not None else f"{site.name}() at {os.path.basename(site.file)}:{site.line}")
-    fam = strategy_for(site.gb_id)
+    fam = strategy_for(site.gb_id) if _fits(site) else "rewrite"
     if site.frame_skipped and site.gb_id != "GB7000":
-        action = f"Fix this break first in {at}: it is in a loop{_loop_at(site)}, so its whole frame runs eager"
-    elif site.gb_id in NEXT:
+        # As in advice_for: only a GB7000 in the chain says "loop" (a `with` block, a nested call
+        # whose frame cannot resume, ... skip a frame too).
+        why = f"it is in a loop{_loop_at(site)}" if "GB7000" in site.gb_chain else "Dynamo skipped its frame here"
+        action = f"Fix this break first in {at}: {why}, so its whole frame runs eager"
+    elif site.gb_id in NEXT and _fits(site):
         action = f"In {at}: {NEXT[site.gb_id]}"
     elif book is not None:
         action = f"In {at}: " + book["after"].splitlines()[0].split("  #")[0].strip().lstrip("# ")
@@ -324,7 +333,7 @@ def next_step_for(site: Site, target: str | None, rerun: str | None = None) -> N
     if owner is not None and owner.chain:
         action += f" (the break itself is in {os.path.basename(site.file)}:{site.line}, library code it calls)"
     if rerun is not None:   # a script: fix needs a factory; running it again proves the edit
-        return NextStep(action + "; then the census shows the site gone", rerun, DIFFERS.get(site.gb_id, ""))
+        return NextStep(action + "; then the census shows the site gone", rerun, DIFFERS.get(site.gb_id, "") if _fits(site) else "")
     spec = shlex.quote(target or "TARGET")
     # `fix` can try something only for a config flag, or a wrapper on a function called
     # from the compiled one (fix/candidates.py: the compiled entry itself is never wrapped).
@@ -335,7 +344,7 @@ def next_step_for(site: Site, target: str | None, rerun: str | None = None) -> N
     else:
         command = f"graphstitch census {spec}"
         action += "; then the census shows the site gone"
-    return NextStep(action, command, DIFFERS.get(site.gb_id, ""))
+    return NextStep(action, command, DIFFERS.get(site.gb_id, "") if _fits(site) else "")
 
 
 def advise(census: Census, rerun: str | None = None) -> Census:

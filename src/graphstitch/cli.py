@@ -914,7 +914,7 @@ def trace(path: str, rank: int | None, json_path: str | None, html_path: str | N
     if rank is not None and rank not in censuses:
         fail(f"no logs for rank {rank} in {path} (ranks: {', '.join(str(r) for r in censuses)})")
     shown = censuses[rank if rank is not None else next(iter(censuses))]
-    console = Console(highlight=False)
+    console = Console(highlight=False, emoji=False)
     if len(censuses) > 1:
         console.print(f"[bold]{len(censuses)} ranks[/] in {path}:")
         for r, c in censuses.items():
@@ -982,7 +982,7 @@ def run(json_path: str | None, html_path: str | None, project: str | None, scrip
     c, rc = with_owners(out.census, resolve_project(project, os.path.dirname(os.path.abspath(script)))), out.exit_code
     sys.stdout.flush()
     sys.stderr.flush()
-    console = Console(highlight=False)
+    console = Console(highlight=False, emoji=False)
     console.print()
     import shlex
 
@@ -1125,7 +1125,7 @@ def sweep(sources: tuple[str, ...], only: tuple[str, ...], exclude: tuple[str, .
             fail(str(e))
     cmp = sw.compare(old, rows, old_name=compare_path) if old is not None and compare_path else None
     report = sw.build_report(rows, wall_seconds=wall, compare=cmp)
-    render_sweep.terminal(report, Console(highlight=False), all_rows=not quiet)
+    render_sweep.terminal(report, Console(highlight=False, emoji=False), all_rows=not quiet)
     if json_path:
         write_json(report, json_path)
     if markdown_path:
@@ -1143,7 +1143,7 @@ def _sweep_fix(rows: Any, folder: str, project: str | None, timeout: float, jobs
     from .fix.sweep import ModelFix, breaking, fix_rows
     from .render import write_json
 
-    console = Console(highlight=False)
+    console = Console(highlight=False, emoji=False)
     todo = breaking(rows)
     if not todo:
         console.print("sweep --fix: no breaking eval-mode model to fix.")

@@ -224,7 +224,7 @@ def perf_html(result: Any) -> str:
 
     from .svg import perf_svg
     from .terminal import perf as perf_table
-    con = Console(record=True, width=110, file=io.StringIO(), highlight=False)
+    con = Console(record=True, width=110, file=io.StringIO(), highlight=False, emoji=False)
     perf_table(result, con)
     table = con.export_html(inline_styles=True, code_format="{code}")
     return _ENV.get_template("perf.html.j2").render(

@@ -44,7 +44,7 @@ def headline(rep: SweepReport) -> str:
 
 
 def terminal(rep: SweepReport, console: Console | None = None, *, top: int = 15, all_rows: bool = True) -> None:
-    con = console or Console(highlight=False)
+    con = console or Console(highlight=False, emoji=False)
     con.print(f"[bold]graphstitch sweep[/] {escape(headline(rep))}")
     con.print(f"[dim]{escape(SEMANTICS_NOTE)} torch {', '.join(rep.torch_versions) or '?'}[/]")
     if rep.root_causes:

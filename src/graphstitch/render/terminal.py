@@ -36,7 +36,7 @@ def _yes_no(v: bool | None) -> str:
 
 def _say(console: Console, markup: str) -> None:
     """Prose under a site, indented; wrapped lines keep the indent (readable in CI logs)."""
-    for line in Text.from_markup(markup).wrap(console, max(console.width - 3, 20)):
+    for line in Text.from_markup(markup, emoji=False).wrap(console, max(console.width - 3, 20)):
         line.rstrip()
         console.print(Text("   ") + line, no_wrap=True, overflow="fold")
 
@@ -51,7 +51,7 @@ def _phrases(console: Console, parts: list[str | tuple[str, str]], indent: str =
         markup, before = part if isinstance(part, tuple) else (part, sep)
         if not markup:
             continue
-        t = Text.from_markup(markup)
+        t = Text.from_markup(markup, emoji=False)
         if lines and lines[-1].cell_len + len(before) + t.cell_len <= console.width:
             lines[-1].append(before)
             lines[-1].append(t)
@@ -63,7 +63,7 @@ def _phrases(console: Console, parts: list[str | tuple[str, str]], indent: str =
 
 def _say_at(console: Console, markup: str, indent: str) -> None:
     """Prose wrapped at words, every line at INDENT."""
-    for line in Text.from_markup(markup).wrap(console, max(console.width - len(indent), 20)):
+    for line in Text.from_markup(markup, emoji=False).wrap(console, max(console.width - len(indent), 20)):
         line.rstrip()
         console.print(Text(indent) + line, no_wrap=True, overflow="fold")
 
@@ -133,7 +133,7 @@ def census(c: Census, console: Console | None = None, full_stack: bool = False, 
            fullgraph_flag: bool = True) -> None:
     """COMMAND names the command in the header; FULLGRAPH_FLAG: it has --fullgraph-semantics
     to suggest (`run` and `trace` do not)."""
-    console = console or Console(highlight=False)
+    console = console or Console(highlight=False, emoji=False)
     cfg = c.config
     head = f"[bold]graphstitch {escape(command)}[/] {escape(c.target or '')}"
     bits = [f"torch {escape(c.torch_version or '?')}"]
@@ -271,7 +271,7 @@ def target_output(text: str, console: Console, *, lines: int | None = None, inde
 def fixes(report: FixReport, console: Console | None = None, verbose: bool = False) -> None:
     """Trials per site, best first, one line each (readable at 80 columns and in CI logs).
     An errored trial shows the end of its own output (all of it with VERBOSE)."""
-    console = console or Console(highlight=False)
+    console = console or Console(highlight=False, emoji=False)
     if not report.fixes and not report.no_candidate and not report.cause_fixes and not report.explained:
         console.print("[dim]No fix candidates tried.[/]")
         return
@@ -352,7 +352,7 @@ def compact_diff(patch: str, console: Console, limit: int = 12) -> None:
 
 def fix_all(result: FixAll, console: Console | None = None) -> None:
     """`fix --all`: the steps to the fixed point, graphs before and after, what is left."""
-    console = console or Console(highlight=False)
+    console = console or Console(highlight=False, emoji=False)
     s, f = result.start, result.final
     _phrases(console, [f"[bold]graphstitch fix --all[/] {escape(result.target)}:", f"graphs {s.graphs}→{f.graphs}",
                        f"sites {s.sites}→{f.sites}", f"break events {s.break_events}→{f.break_events}",
@@ -378,7 +378,7 @@ def fix_all(result: FixAll, console: Console | None = None) -> None:
 
 
 def measures(report: FixReport, console: Console | None = None) -> None:
-    console = console or Console(highlight=False)
+    console = console or Console(highlight=False, emoji=False)
     rows = [f for f in report.fixes if f.measure]
     if not rows:
         return
@@ -400,7 +400,7 @@ def _fmt(x: float | None, unit: str = "", digits: int = 2) -> str:
 
 
 def perf(result: PerfResult, console: Console | None = None) -> None:
-    con = console or Console(highlight=False)
+    con = console or Console(highlight=False, emoji=False)
     c = result.census
     con.print(f"[bold]graphstitch perf[/] {escape(result.target)}  backend={escape(result.backend)}  "
               f"device={result.device}  (census: {c.graph_count} graphs, {c.break_events} break events at "
@@ -439,7 +439,7 @@ def perf(result: PerfResult, console: Console | None = None) -> None:
 
 def ranks(result: RankComparison, console: Console | None = None) -> None:
     """Terminal summary of a rank comparison (reads it, never re-counts)."""
-    console = console or Console(highlight=False)
+    console = console or Console(highlight=False, emoji=False)
     t = Table(title="graphstitch ranks", title_justify="left")
     for col in ("rank", "graphs", "break sites", "break events", "recompiles", "skipped frames",
                 "collectives", "status"):
@@ -473,7 +473,7 @@ def ranks(result: RankComparison, console: Console | None = None) -> None:
 
 
 def guards(rep: GuardReport, console: Console | None = None, full: bool = False) -> None:
-    console = console or Console(highlight=False)
+    console = console or Console(highlight=False, emoji=False)
     info = rep.run
     mode = f"repeat x{info.repeat}" if info.mode == "repeat" else f"vary {info.vary} over {info.sizes}"
     count = sum(r.count for r in rep.recompiles)

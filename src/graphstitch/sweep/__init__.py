@@ -107,7 +107,7 @@ class _Bar:
             )
             self._p = Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                                TextColumn("ETA"), TimeRemainingColumn(), TextColumn("{task.fields[status]}"),
-                               console=Console(stderr=True), transient=False)
+                               console=Console(stderr=True, emoji=False), transient=False)
             self._p.start()
             self._task = self._p.add_task("sweep", total=self.total, status="")
         return self
