@@ -364,3 +364,34 @@ def test_an_if_that_only_copies_always_copies():
     assert (site.gb_id, site.line) == ("GB0088", marked_line(RULES_SRC, "COPY_IF"))
     assert "data_ptr" not in rw.files[str(RULES_SRC)].split("def aligned_rows")[1].split("def copied_if")[0]
     assert f.verified, f.why_not
+
+
+def test_item_of_a_one_element_tensor_is_kept_0d():
+    # `.item()` of a [1]-shaped value: the tensor kept in its place is reshaped to 0-d, or
+    # the output would broadcast to [1] and differ from eager in shape.
+    site, rw, f = _trial_of("one_element", "ITEM_1ELT", "item-keep-tensor")
+    assert (site.gb_id, site.line) == ("GB0124", marked_line(RULES_SRC, "ITEM_1ELT"))
+    assert "denom = torch.clamp(count * 2, min=1).reshape(())" in rw.files[str(RULES_SRC)]
+    assert f.verified, f.why_not
+
+
+def test_bincount_with_minlength_counts_into_a_fixed_length():
+    site, rw, f = _trial_of("binned", "BINCOUNT", "bincount-fixed-length")
+    assert (site.gb_id, site.line) == ("GB0036", marked_line(RULES_SRC, "BINCOUNT"))
+    assert ".index_add(0, labels, torch.ones_like(labels))" in rw.files[str(RULES_SRC)]
+    assert f.verified, f.why_not
+
+
+def test_a_method_that_only_reports_returns_at_once_when_compiling():
+    site, rw, f = _trial_of("reported", "REPORT", "skip-report-when-compiling")
+    assert (site.gb_id, site.line) == ("GB0170", marked_line(RULES_SRC, "REPORT"))
+    assert "if torch.compiler.is_compiling():" in rw.files[str(RULES_SRC)]
+    assert f.verified, f.why_not
+
+
+def test_a_method_that_reports_and_counts_is_not_skipped():
+    base, site = _site_of(f"{RULES_SRC}:counted", "STATEFUL", RULES_SRC)
+    props, refused = proposals(site, str(RULES_SRC.parent), target_file=str(RULES_SRC), factory="counted",
+                               sites=base.sites)
+    assert not any(p.rule == "skip-report-when-compiling" for p in props)
+    assert any(r.rule == "skip-report-when-compiling" and "self.seen += 1" in r.reason for r in refused), refused

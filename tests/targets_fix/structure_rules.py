@@ -90,3 +90,65 @@ def aligned_rows(t):
 def copied_if():
     torch.manual_seed(0)
     return [(aligned_rows, (torch.randn(4, 2),), {})]
+
+
+class Normalised(torch.nn.Module):
+    """`.item()` of a one-element, not 0-d, tensor: the kept value must stay 0-d."""
+
+    def forward(self, x, count):
+        denom = torch.clamp(count * 2, min=1).item()  # ITEM_1ELT
+        return x.sum(0) / denom, x.mean()
+
+
+def one_element():
+    torch.manual_seed(0)
+    return [(Normalised(), (torch.randn(3, 2), torch.tensor([3.0])), {})]
+
+
+def histogram(labels, n_bins: int):
+    return torch.bincount(labels, minlength=n_bins).float() / labels.numel()  # BINCOUNT
+
+
+def binned():
+    torch.manual_seed(0)
+    return [(histogram, (torch.tensor([0, 2, 2, 1, 4]), 6), {})]
+
+
+log = __import__("logging").getLogger("structure_rules")
+
+
+class Checked(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(4, 4)
+        self.seen = 0
+
+    def check_range(self, x):
+        """Warns about out-of-range inputs; changes nothing."""
+        if (x.abs() > 100).any():  # REPORT
+            log.warning("inputs out of range")
+
+    def count_range(self, x):
+        if (x.abs() > 100).any():  # STATEFUL
+            log.warning("inputs out of range")
+            self.seen += 1
+
+    def forward(self, x):
+        self.check_range(x)
+        return self.proj(x).relu()
+
+
+class Counted(Checked):
+    def forward(self, x):
+        self.count_range(x)
+        return self.proj(x).relu()
+
+
+def reported():
+    torch.manual_seed(0)
+    return [(Checked(), (torch.randn(2, 4),), {})]
+
+
+def counted():
+    torch.manual_seed(0)
+    return [(Counted(), (torch.randn(2, 4),), {})]

@@ -28,7 +28,7 @@ import re
 from collections.abc import Callable, Mapping
 from collections.abc import Set as AbstractSet
 
-from ..changes import diff
+from ..changes import diff, site_label
 from ..files import source_text
 from ..model import AVOIDABLE_KINDS, CauseId, Census, RecompileCause, Site
 from ..paths import in_project, short_path
@@ -280,7 +280,7 @@ def evaluate_cause(cause: RecompileCause, cand: Candidate, base: Census, trial: 
     left = _match(trial, cause.id)
     after = (left.count - left.repeats - left.checks) if left else 0
     gone_sites = {s.id for s in d.gone_sites}
-    new_sites = [f"{s.gb_id} {s.id.path}:{s.line}" for s in d.new_sites if s.id not in gone_sites]
+    new_sites = [site_label(s.id, s.line) for s in d.new_sites if s.id not in gone_sites]
     new_skips = [f"{f.function} {f.id.path}:{f.line}" for f in d.new_skipped]
     new_causes = [label(r) for r in d.new_causes if r.id != cause.id]
     grown = [f"{label(ch.cause)}: {ch.before} -> {ch.after}" for ch in d.cause_counts

@@ -170,3 +170,40 @@ def _scipy_special_torch(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
         yield Rewrite("scipy-special-torch", "rewrite", "scipy.special.f(v) -> torch.special.f on float64 tensors",
                       "the value is a 0-d float64 tensor, not a numpy float (the last bit may differ: verified "
                       "against eager outputs)", {ctx.path: add_import(ctx.swap(swaps), "import torch")})
+
+
+@rule("bincount-fixed-length")
+def _bincount_fixed_length(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
+    """``torch.bincount(x, weights, minlength=m)`` (a data-dependent output length) -> counts
+    into a fixed ``m``-long tensor with ``index_add``: the same counts wherever every value is
+    below ``m``, a static shape Dynamo can trace."""
+    swaps: dict[cst.CSTNode, object] = {}
+    for n in walk(ctx.stmt):
+        if not isinstance(n, cst.Call) or not ctx.idx.contains(n, ctx.site.line):
+            continue
+        f = ctx.code(n.func)
+        method = isinstance(n.func, cst.Attribute) and n.func.attr.value == "bincount" and f != "torch.bincount"
+        if f != "torch.bincount" and not method:
+            continue
+        args = [a for a in n.args if not a.keyword]
+        kw = {a.keyword.value: a.value for a in n.args if a.keyword}
+        if any(a.star for a in n.args):
+            continue
+        pos = ([n.func.value] if method and isinstance(n.func, cst.Attribute) else []) + [a.value for a in args]
+        x = pos[0] if pos else kw.get("input")
+        weights = pos[1] if len(pos) > 1 else kw.get("weights")
+        length = pos[2] if len(pos) > 2 else kw.get("minlength")
+        if x is None or length is None:
+            yield Refusal("bincount-fixed-length", "bincount without minlength: its length is the data's maximum")
+            return
+        xs, m = ctx.code(x), ctx.code(length)
+        if weights is not None and ctx.code(weights).strip() != "None":
+            w = ctx.code(weights)
+            new = f"torch.zeros({m}, dtype={w}.dtype, device={xs}.device).index_add(0, {xs}, {w})"
+        else:
+            new = f"torch.zeros({m}, dtype=torch.long, device={xs}.device).index_add(0, {xs}, torch.ones_like({xs}))"
+        swaps[n] = cst.parse_expression(new)
+    if swaps:
+        yield Rewrite("bincount-fixed-length", "rewrite", "bincount -> index_add into a minlength-long tensor",
+                      "assumes every value is below minlength (bincount would grow its output past it; here it "
+                      "raises)", {ctx.path: add_import(ctx.swap(swaps), "import torch")})

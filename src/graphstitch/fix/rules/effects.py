@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from .base import Ctx, Refusal, Rewrite, rule
+from .base import Ctx, Refusal, Rewrite, entry_frame, rule, user_frames
 from .extract import IO_CALLS, helper_def, helper_name, place_helper, replace_stmt
 from .syntax import add_import, bound, locals_read, reads, small, tidy_blank_lines, walk, walk_no_defs
 
@@ -216,3 +216,59 @@ def _io_defer(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
     yield Rewrite("io-defer", "split", f"I/O moved into {name}(), called after the graph",
                   "the I/O runs after the compiled graph instead of between its ops (same files, same "
                   "content: it reads no tensor)", {ctx.path: tidy_blank_lines(text)})
+
+
+# Calls that only report: a logger's methods, warnings.warn, print.
+_REPORT_CALL = re.compile(r"^(\w+\.)*(debug|info|warning|warning_once|warn|warn_once|error|exception|critical|log)$|"
+                          r"^warnings\.warn$|^print$")
+
+
+def _only_reports(ctx: Ctx, fn: cst.FunctionDef) -> str | None:
+    """Why FN does more than report (None when it only checks and logs/warns): a returned
+    value, state set, or a call whose result is dropped that is not a report."""
+    for n in walk_no_defs(fn.body):
+        if isinstance(n, cst.Return) and n.value is not None:
+            return f"it returns a value (`{ctx.code(n).strip()}`)"
+        if isinstance(n, (cst.Yield, cst.Await, cst.Global, cst.Nonlocal, cst.Del)):
+            return f"`{ctx.code(n).strip()[:40]}`"
+        if isinstance(n, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+            targets = [n.target] if not isinstance(n, cst.Assign) else [t.target for t in n.targets]
+            if not all(isinstance(t, (cst.Name, cst.Tuple)) for t in targets):
+                return f"it sets state (`{ctx.code(n).strip()[:60]}`)"
+        if isinstance(n, cst.Expr) and isinstance(n.value, cst.Call) \
+                and not _REPORT_CALL.match(ctx.code(n.value.func)):
+            return f"it calls `{ctx.code(n.value.func)}` for its effect"
+    return None
+
+
+@rule("skip-report-when-compiling")
+def _skip_report_when_compiling(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
+    """A function that only checks its inputs and reports (logs, warns, prints) and returns
+    nothing -> it returns at once under ``torch.compiler.is_compiling()``: compiled code never
+    traces the check (transformers' own fix for its padding warning). The side-effect check
+    refuses it wherever eager would have reported on your calls."""
+    fn = ctx.func
+    if fn is None or not any(isinstance(n, cst.Expr) and isinstance(n.value, cst.Call)
+                             and _REPORT_CALL.match(ctx.code(n.value.func)) for n in walk_no_defs(fn.body)):
+        return
+    frames = user_frames(ctx.site)
+    entry = entry_frame(ctx.site)
+    if entry is not None and frames and entry is frames[-1]:
+        return   # the compiled entry itself: returning at once would skip its work
+    why = _only_reports(ctx, fn)
+    if why is not None:
+        yield Refusal("skip-report-when-compiling", f"{fn.name.value}() does more than report: {why}")
+        return
+    body = list(fn.body.body) if isinstance(fn.body, cst.IndentedBlock) else []
+    doc = 1 if body and isinstance(body[0], cst.SimpleStatementLine) and isinstance(small(body[0])[0], cst.Expr) \
+        and isinstance(small(body[0])[0].value, (cst.SimpleString, cst.ConcatenatedString)) else 0
+    if len(body) <= doc:
+        return
+    first = body[doc]
+    guard = cst.parse_statement("if torch.compiler.is_compiling():  # graphstitch fix: a report, not traced\n"
+                                "    return\n")
+    yield Rewrite("skip-report-when-compiling", "rewrite",
+                  f"{fn.name.value}() only reports: it returns at once under torch.compiler.is_compiling()",
+                  "compiled calls do not report (eager calls still do)",
+                  {ctx.path: add_import(ctx.swap({first: lambda upd: cst.FlattenSentinel([guard, upd])}),
+                                        "import torch")})

@@ -29,6 +29,33 @@ def _unwrap_scalar(node: cst.BaseExpression) -> cst.BaseExpression | None:
     return None
 
 
+# Methods that return a 0-d tensor when called without arguments: their result needs no reshape.
+_REDUCTIONS = frozenset({"sum", "mean", "max", "min", "prod", "norm", "any", "all", "std", "var", "amax", "amin",
+                         "argmax", "argmin", "median", "count_nonzero", "numel", "logsumexp"})
+
+
+def _as_0d(ctx: Ctx, node: cst.BaseExpression) -> cst.BaseExpression:
+    """NODE as the 0-d tensor ``.item()`` / ``float()`` read from it: ``t.reshape(())`` (one
+    element, as those require; a ``[1]``-shaped value would otherwise broadcast as ``[1]``),
+    unless NODE is already 0-d (a reduction over everything, ``t.sum()``)."""
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in _REDUCTIONS \
+            and not node.args:
+        return node
+    if isinstance(node, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)):
+        return cst.parse_expression(f"{ctx.code(node)}.reshape(())")
+    return cst.parse_expression(f"({ctx.code(node)}).reshape(())")
+
+
+def _kept(ctx: Ctx, node: cst.Call) -> cst.BaseExpression | None:
+    """What replaces NODE (``t.item()``, ``float(t)``, ...): its tensor; for ``.item()`` (a
+    tensor's own method: the receiver is a tensor) as the 0-d value it read."""
+    u = _unwrap_scalar(node)
+    if u is None:
+        return None
+    is_item = isinstance(node.func, cst.Attribute) and node.func.attr.value == "item"
+    return _as_0d(ctx, u) if is_item else u
+
+
 @rule("item-keep-tensor")
 def item_keep_tensor(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
     """`.item()` / float(t) / int(t) whose value only feeds tensor math: keep the 0-d tensor.
@@ -38,7 +65,7 @@ def item_keep_tensor(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
     if not isinstance(ctx.stmt, cst.SimpleStatementLine):
         return
     swaps: dict[cst.CSTNode, object] = {
-        n: u for n in walk(ctx.stmt) if isinstance(n, cst.Call) and (u := _unwrap_scalar(n)) is not None}
+        n: u for n in walk(ctx.stmt) if isinstance(n, cst.Call) and (u := _kept(ctx, n)) is not None}
     what = sorted({ctx.code(c.func).split(".")[-1] + "()" for c in swaps if isinstance(c, cst.Call)})
     if _DATA_DEPENDENT.search(ctx.site.gb_type + " " + ctx.site.gb_id):
         for s in small(ctx.stmt):
@@ -50,7 +77,7 @@ def item_keep_tensor(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
                     what.append("Python bool")
     if not swaps:
         return
-    scalars = {c: u for c in swaps if isinstance(c, cst.Call) and (u := _unwrap_scalar(c)) is not None}
+    scalars = {c: u for c in swaps if isinstance(c, cst.Call) and (u := _kept(ctx, c)) is not None}
     made = set(assigned(ctx.stmt))
     for st in ctx.later_in_func():
         test = getattr(st, "test", None)
