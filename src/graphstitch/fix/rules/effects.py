@@ -260,8 +260,8 @@ def _skip_report_when_compiling(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
         yield Refusal("skip-report-when-compiling", f"{fn.name.value}() does more than report: {why}")
         return
     body = list(fn.body.body) if isinstance(fn.body, cst.IndentedBlock) else []
-    doc = 1 if body and isinstance(body[0], cst.SimpleStatementLine) and isinstance(small(body[0])[0], cst.Expr) \
-        and isinstance(small(body[0])[0].value, (cst.SimpleString, cst.ConcatenatedString)) else 0
+    head = small(body[0])[0] if body and isinstance(body[0], cst.SimpleStatementLine) else None
+    doc = 1 if isinstance(head, cst.Expr) and isinstance(head.value, (cst.SimpleString, cst.ConcatenatedString)) else 0
     if len(body) <= doc:
         return
     first = body[doc]
