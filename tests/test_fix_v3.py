@@ -395,3 +395,11 @@ def test_a_method_that_reports_and_counts_is_not_skipped():
                                sites=base.sites)
     assert not any(p.rule == "skip-report-when-compiling" for p in props)
     assert any(r.rule == "skip-report-when-compiling" and "self.seen += 1" in r.reason for r in refused), refused
+
+
+def test_an_update_through_a_mask_needs_no_test_that_the_mask_has_a_true():
+    site, rw, f = _trial_of("guarded", "GUARDED", "masked-update-unguarded")
+    assert (site.gb_id, site.line) == ("GB0170", marked_line(RULES_SRC, "GUARDED"))
+    text = rw.files[str(RULES_SRC)]
+    assert "if big.any():" not in text and "    out[big] = limit\n    out.masked_fill_(big, limit)" in text
+    assert f.verified, f.why_not

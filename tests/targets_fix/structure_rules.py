@@ -152,3 +152,17 @@ def reported():
 def counted():
     torch.manual_seed(0)
     return [(Counted(), (torch.randn(2, 4),), {})]
+
+
+def clip_outliers(x, limit: float):
+    out = x.clone()
+    big = out.abs() > limit
+    if big.any():  # GUARDED
+        out[big] = limit
+        out.masked_fill_(big, limit)
+    return out * 2
+
+
+def guarded():
+    torch.manual_seed(0)
+    return [(clip_outliers, (torch.randn(4, 4) * 3, 2.0), {}), (clip_outliers, (torch.randn(4, 4), 9.0), {})]

@@ -8,6 +8,7 @@ when the mask's own ``any()`` decided."""
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator, Sequence
 
 import libcst as cst
@@ -405,3 +406,61 @@ def _mask_not_none(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
         yield Rewrite("mask-not-none", "rewrite", "an all-False mask instead of None: pass the mask always",
                       "the callee gets a mask with no True where it got None: the same only where the callee "
                       "treats an all-False mask as no mask (checked on your calls)", {ctx.path: ctx.swap(swaps)})
+
+
+def _mask_tested(test: cst.BaseExpression, ctx: Ctx) -> str | None:
+    """M's source when TEST is true exactly when the boolean tensor M has a True:
+    ``M.any()``, ``torch.any(M)``, ``M.sum() > 0``, ``M.nonzero().numel() > 0`` (``.item()``
+    or ``bool(...)`` around any of them)."""
+    code = ctx.code(test).strip()
+    for pat in (r"bool\((.+)\)", r"(.+)\.item\(\)"):
+        m = re.fullmatch(pat, code)
+        if m:
+            code = m.group(1).strip()
+    for pat in (r"(.+)\.any\(\)", r"torch\.any\((.+)\)", r"(.+)\.sum\(\)\s*>\s*0", r"(.+)\.nonzero\(\)\.numel\(\)\s*>\s*0",
+                r"torch\.count_nonzero\((.+)\)\s*>\s*0", r"(.+)\.count_nonzero\(\)\s*>\s*0"):
+        m = re.fullmatch(pat, code)
+        if m and re.fullmatch(r"[\w.]+|\([^()]*\)", m.group(1).strip()):
+            return m.group(1).strip().removeprefix("(").removesuffix(")")
+    return None
+
+
+def _writes_only_through(stmt: cst.BaseStatement, mask: str, ctx: Ctx) -> bool:
+    """Does STMT only change elements selected by MASK (``X[M] = v``, ``X[M] += v``,
+    ``X.masked_fill_(M, v)``, ``X.masked_scatter_(M, v)``)? Then it does nothing when M has no True."""
+    if not isinstance(stmt, cst.SimpleStatementLine):
+        return False
+    for s in stmt.body:
+        if isinstance(s, (cst.Assign, cst.AugAssign)):
+            targets = [t.target for t in s.targets] if isinstance(s, cst.Assign) else [s.target]
+            if not all(isinstance(t, cst.Subscript) and len(t.slice) == 1
+                       and ctx.code(t.slice[0].slice).strip() == mask for t in targets):
+                return False
+        elif isinstance(s, cst.Expr) and isinstance(s.value, cst.Call) and isinstance(s.value.func, cst.Attribute):
+            if s.value.func.attr.value not in ("masked_fill_", "masked_scatter_") or not s.value.args \
+                    or ctx.code(s.value.args[0].value).strip() != mask:
+                return False
+        else:
+            return False
+    return True
+
+
+@rule("masked-update-unguarded")
+def _masked_update_unguarded(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
+    """``if M.any(): X[M] = v`` (``masked_fill_(M, v)``, ``X[M] += v``): an update through
+    the mask M changes nothing when M has no True, so the test can go (the update traces)."""
+    st = ctx.stmt
+    if not isinstance(st, cst.If) or st.orelse is not None or not isinstance(st.body, cst.IndentedBlock):
+        return
+    mask = _mask_tested(st.test, ctx)
+    if mask is None:
+        return
+    if not all(_writes_only_through(b, mask, ctx) for b in st.body.body):
+        yield Refusal("masked-update-unguarded", f"the branch does more than update through `{mask}`: "
+                      "dropping the test would change what runs when it has no True")
+        return
+    body = [b.with_changes(leading_lines=st.leading_lines if i == 0 else b.leading_lines)
+            for i, b in enumerate(st.body.body)]
+    yield Rewrite("masked-update-unguarded", "rewrite", f"`if {mask}.any():` around an update through {mask} -> "
+                  "the update alone", "the masked update always runs (a no-op when the mask is all False)",
+                  {ctx.path: ctx.swap({st: cst.FlattenSentinel(body)})})
