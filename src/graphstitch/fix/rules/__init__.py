@@ -6,9 +6,11 @@ is censused in the fix workspace and judged like any other trial. No torch impor
 - ``scalars``: Python numbers and lists made from tensors, kept as tensors;
 - ``branches``: data-dependent ``if`` -> ``where`` / ``cond`` / ``_assert_async``; tests that
   only pick storage (a tensor or its copy), that code already skips for tracers, or that
-  choose between a mask and None when the mask's own ``any()`` decided;
-- ``effects``: print, logging and file I/O kept at run time;
-- ``apis``: one-line swaps to a traceable twin;
+  choose between a mask and None when the mask's own ``any()`` decided, or guard an update
+  through the mask they test;
+- ``effects``: print, logging and file I/O kept at run time; a function that only reports
+  is not traced;
+- ``apis``: one-line swaps to a traceable twin (a fixed-length ``bincount``);
 - ``collectives``: functional collectives, and a ``disable`` the user no longer needs;
 - ``caller``: what the caller should do, moved there;
 - ``extract``: the statement moved into a helper under an escape hatch;

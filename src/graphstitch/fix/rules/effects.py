@@ -1,8 +1,8 @@
 """Printing, logging and file I/O in compiled code, kept at run time: ``print`` becomes
 the print op (formatted in the graph), a log call becomes a plain function Dynamo defers
 past the graph (``reorderable_logging_functions``), file I/O that reads no local is
-deferred the same way. The side-effect check proves the text, records and files are the
-same as eager's."""
+deferred the same way; a function that only checks and reports returns at once when
+compiling. The side-effect check proves the text, records and files are the same as eager's."""
 
 from __future__ import annotations
 
