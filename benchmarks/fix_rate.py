@@ -59,19 +59,20 @@ def written_files(fix: Fix, report: FixReport, ws: Workspace) -> dict[str, str] 
 def programs(only: list[str] | None, dirs: list[str] = ()) -> list[tuple[Path, str, str, str]]:
     """(path, TARGET, project root, group) of every corpus program: a file with a `target()`
     factory, or a project folder (its `factories.py:target`, the folder as the project).
-    Group "unseen": programs in `unseen/`, collected from public code nobody read while the
-    rules were written (see its README); "corpus": the rest. Each of DIRS (a set kept outside
+    Groups "unseen" and "unseen2": programs in `unseen/` and `unseen2/`, collected from public
+    code by someone who had not read the rules (see their READMEs: which rules came after);
+    "corpus": the rest. Each of DIRS (a set kept outside
     the repo) is its own group, named by its folder."""
     out = []
-    groups = [("corpus", CORPUS), ("unseen", CORPUS / "unseen")] if not dirs else []
+    groups = [("corpus", CORPUS), ("unseen", CORPUS / "unseen"), ("unseen2", CORPUS / "unseen2")] if not dirs else []
     for group, d in groups + [(Path(x).resolve().name, Path(x).resolve()) for x in dirs]:
         if not d.is_dir():
             continue
         for p in sorted(d.iterdir()):
-            if (only and p.stem not in only) or p.name.startswith(("_", ".")) or p.name == "unseen":
+            if (only and p.stem not in only) or p.name.startswith(("_", ".")) or p.name in ("unseen", "unseen2"):
                 continue
             if p.suffix == ".py":
-                out.append((p, f"{p}:target", str(ROOT) if group in ("corpus", "unseen") else str(d), group))
+                out.append((p, f"{p}:target", str(ROOT) if group in ("corpus", "unseen", "unseen2") else str(d), group))
             elif (p / "factories.py").is_file():
                 out.append((p, f"{p / 'factories.py'}:target", str(p), group))
     return out
