@@ -459,8 +459,8 @@ def _masked_update_unguarded(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
         yield Refusal("masked-update-unguarded", f"the branch does more than update through `{mask}`: "
                       "dropping the test would change what runs when it has no True")
         return
-    body = [b.with_changes(leading_lines=st.leading_lines if i == 0 else b.leading_lines)
-            for i, b in enumerate(st.body.body)]
+    lines = [b for b in st.body.body if isinstance(b, cst.SimpleStatementLine)]   # all of them (checked above)
+    body = [b.with_changes(leading_lines=st.leading_lines if i == 0 else b.leading_lines) for i, b in enumerate(lines)]
     yield Rewrite("masked-update-unguarded", "rewrite", f"`if {mask}.any():` around an update through {mask} -> "
                   "the update alone", "the masked update always runs (a no-op when the mask is all False)",
                   {ctx.path: ctx.swap({st: cst.FlattenSentinel(body)})})
