@@ -25,6 +25,7 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -192,7 +193,7 @@ def summarise(rows: list[dict]) -> dict:
         "false_verified": sum(bool(r.get("false_verified")) for r in rows),
         "given_inputs_only": sum(bool(r.get("given_inputs_only")) for r in breaking),
         "multi_model_lines": {line: sorted(ms) for line, ms in by_line.items() if len(ms) > 1},
-        "wall_s_median": walls[len(walls) // 2] if walls else None, "wall_s_max": walls[-1] if walls else None,
+        "wall_s_median": round(statistics.median(walls), 1) if walls else None, "wall_s_max": walls[-1] if walls else None,
     }
 
 

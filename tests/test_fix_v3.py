@@ -403,3 +403,19 @@ def test_an_update_through_a_mask_needs_no_test_that_the_mask_has_a_true():
     text = rw.files[str(RULES_SRC)]
     assert "if big.any():" not in text and "    out[big] = limit\n    out.masked_fill_(big, limit)" in text
     assert f.verified, f.why_not
+
+
+def test_a_patch_proposed_for_one_site_that_removes_another_is_that_sites_fix_too():
+    # The region split proposed for the np.random site keeps the whole helper call eager:
+    # the .item() site in the helper's loop (a frame Dynamo compiled on its own, so the
+    # split rule does not propose it there) is gone too, and its fix says whose patch it is.
+    spec = f"{RULES_SRC}:spans"
+    report = run_fix(spec, OPTS, jobs=2, project_root=str(RULES_SRC.parent))
+    a = next(s for s in report.sites if s.line == marked_line(RULES_SRC, "HOST_A"))
+    b = next(s for s in report.sites if s.line == marked_line(RULES_SRC, "HOST_B"))
+    assert (a.gb_id, b.gb_id) == ("GB0033", "GB0124")
+    best_b = next(f for f in report.fixes_for(b.id) if f.verified)
+    assert best_b.via == a.id and best_b.strategy == "split" and best_b.after.sites == 0
+    from graphstitch.fix.patches import planned_files
+    files = planned_files(best_b, report, Workspace(spec, str(RULES_SRC.parent), str(RULES_SRC.parent)))
+    assert "def _forward_eager(self" in files[str(RULES_SRC)]

@@ -166,3 +166,33 @@ def clip_outliers(x, limit: float):
 def guarded():
     torch.manual_seed(0)
     return [(clip_outliers, (torch.randn(4, 4) * 3, 2.0), {}), (clip_outliers, (torch.randn(4, 4), 9.0), {})]
+
+
+def host_spans(n_rows: int, width: int, lengths):
+    import numpy as np
+    total = int(width * 0.5 + np.random.rand())  # HOST_A
+    out = np.zeros((n_rows, width), dtype=bool)
+    for i in range(n_rows):
+        keep = int(lengths[i].item())  # HOST_B
+        out[i, : min(keep, total)] = True
+    return out
+
+
+class SpanMasked(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inp = torch.nn.Linear(3, 3)
+        self.out = torch.nn.Linear(3, 3)
+
+    def forward(self, x, lengths):
+        h = self.inp(x)
+        spans = torch.from_numpy(host_spans(h.shape[0], h.shape[1], lengths))
+        h = h.masked_fill(spans[..., None], 0.0)
+        return self.out(h)
+
+
+def spans():
+    torch.manual_seed(0)
+    import numpy as np
+    np.random.seed(0)
+    return [(SpanMasked(), (torch.randn(2, 5, 3), torch.tensor([3, 5])), {})]

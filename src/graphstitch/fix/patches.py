@@ -92,7 +92,8 @@ def planned_files(fix: Fix, report: FixReport, ws: Workspace) -> dict[str, str]:
     tfile = target_file(ws.spec)
     if tfile is None:
         raise LookupError(f"cannot find the source file of {ws.spec}")
-    site = next((s for s in report.sites if s.id == fix.site), None)
+    # A fix found for another site (``via``) is that site's patch: proposed again there.
+    site = next((s for s in report.sites if s.id == (fix.via or fix.site)), None)
     if site is None:
         raise LookupError(f"the census has no site {fix.label}")
     if fix.rule is not None:

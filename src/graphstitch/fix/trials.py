@@ -89,6 +89,7 @@ class Fix:
     upstream: bool = False           # a patch to a file outside the project: offered to send, never written
     given_inputs_only: str | None = None  # why no fresh input set could be compared (outputs proved on the factory's calls)
     output: str | None = None        # an errored trial's own stdout/stderr (its tail): why it failed
+    via: SiteId | None = None        # proposed for this other site; its trial removed this one too
 
 
 @dataclass
@@ -326,6 +327,30 @@ def rank(fixes: list[Fix]) -> list[Fix]:
                                         len(f.uncovered), f.after.graphs, INVASIVENESS.get(f.kind, 9), f.candidate))
 
 
+def also_removed(sites: list[Site], tried: list[tuple[Site, Candidate]], fixes: list[Fix], base: Census,
+                 trials: dict[str, Census]) -> list[Fix]:
+    """A patch proposed for one site that removes others too (a region split whose gap holds
+    several sites, a hatch on the function that holds them): for each other site its trial
+    removed, that trial's verdict on it, recorded when verified (``via`` the site it was
+    proposed for). One patch, judged once per site it fixes."""
+    out: list[Fix] = []
+    have = {(f.site, f.candidate) for f in fixes}
+    verified_for = {(f.site, f.candidate) for f in fixes if f.verified}
+    for s, c in tried:
+        trial = trials.get(c.key)
+        if trial is None or (s.id, c.label) not in verified_for:
+            continue
+        for other in sites:
+            if other.id == s.id or (other.id, c.label) in have or site_remains(base, trial, other):
+                continue
+            f = evaluate(other, c, base, trial)
+            if f.verified:
+                f.via = s.id
+                out.append(f)
+                have.add((other.id, c.label))
+    return out
+
+
 # The recompile causes' trials (``fix.causes.cause_trials``), run by run_fix on its workers after
 # the break sites': (report, workspace, options, target file, factory, run_all, kinds).
 CauseStep = Callable[..., None]
@@ -425,6 +450,7 @@ def _run_fix(ws: Workspace, opts: Options, jobs: int, timeout: float | None, onl
     # split, run-time wrapper or flag (those run only for the sites left, unless exhaustive).
     first = [(s, c) for s, c in rewrites if c.kind != "split"]
     results = run_all({c.key: c for _, c in first})
+    trials: dict[str, Census] = dict(results)
     fixes = [evaluate(s, c, base, results[c.key]) for s, c in first]
     for f, (s, c) in zip(fixes, first):
         if f.verified and c.rewrite is not None and c.rewrite.ranks:
@@ -435,10 +461,13 @@ def _run_fix(ws: Workspace, opts: Options, jobs: int, timeout: float | None, onl
     pairs += [(s, c) for s in sites if s.id not in done for c in candidates(s, ws.project)
               if kinds is None or c.kind in kinds]
     results = run_all({c.key: c for _, c in pairs})
+    trials.update(results)
     fixes += [evaluate(s, c, base, results[c.key]) for s, c in pairs]
     both = [(s, pair) for s in sites if (pair := flags_together(s, fixes)) is not None]
     results = run_all({c.key: c for _, c in both})
+    trials.update(results)
     fixes += [evaluate(s, c, base, results[c.key]) for s, c in both]
+    fixes += also_removed(sites, [*first, *pairs, *both], fixes, base, trials)
     base.fixes = rank(fixes)
     tried = {f.site for f in fixes}
     for s in sites:   # a site nothing applies to says so, with the reasons

@@ -301,6 +301,10 @@ def fixes(report: FixReport, console: Console | None = None, verbose: bool = Fal
                 console.print(f"      [dim]no fresh inputs compared: {escape(f.given_inputs_only)}[/]")
             if f.output:
                 target_output(f.output, console, lines=None if verbose else 6, indent="      ")
+            if f.via is not None:
+                via = report.site(f.via)
+                _say_at(console, f"[dim]the patch proposed for {escape(gb_text(f.via.gb_id))} {escape(f.via.path)}:"
+                                 f"{via.line if via else '?'}, which removes this site too[/]", "      ")
             if f.uncovered:
                 console.print(f"      [dim]uncovered (code Dynamo never traced before, now seen): "
                               f"{escape(', '.join(f.uncovered))}[/]")
