@@ -298,12 +298,12 @@ def test_apply_keeps_encoding_crlf_tabs_and_no_final_newline(tmp_path, monkeypat
 RULES_SRC = TARGETS / "structure_rules.py"
 
 
-def _trial_of(factory: str, tag: str, rule: str):
-    """(site, the RULE's proposal, its trial's verdict) for the site tagged TAG."""
+def _trial_of(factory: str, tag: str, rule: str, label: str = ""):
+    """(site, the RULE's proposal (whose label holds LABEL), its trial's verdict) for the site tagged TAG."""
     base, site = _site_of(f"{RULES_SRC}:{factory}", tag, RULES_SRC)
     root = str(RULES_SRC.parent)
     props, refused = proposals(site, root, target_file=str(RULES_SRC), factory=factory, sites=base.sites)
-    rw = next((p for p in props if p.rule == rule), None)
+    rw = next((p for p in props if p.rule == rule and label in p.label), None)
     assert rw is not None, (props, refused)
     f = evaluate(site, Candidate(rw.strategy, rw.label, Patches(), rw), base,
                  Workspace(f"{RULES_SRC}:{factory}", root, root).census(OPTS, rw.files, 300))
@@ -367,12 +367,15 @@ def test_an_if_that_only_copies_always_copies():
 
 
 def test_item_of_a_one_element_tensor_is_kept_0d():
-    # `.item()` of a [1]-shaped value: the tensor kept in its place is reshaped to 0-d, or
-    # the output would broadcast to [1] and differ from eager in shape.
-    site, rw, f = _trial_of("one_element", "ITEM_1ELT", "item-keep-tensor")
+    # `.item()` of a [1]-shaped value: kept as it is, the output broadcasts to [1] and
+    # differs from eager in shape (refused); reshaped to the 0-d value it read, it verifies.
+    site, rw, f = _trial_of("one_element", "ITEM_1ELT", "item-keep-tensor", "0-d as .item() read it")
     assert (site.gb_id, site.line) == ("GB0124", marked_line(RULES_SRC, "ITEM_1ELT"))
     assert "denom = torch.clamp(count * 2, min=1).reshape(())" in rw.files[str(RULES_SRC)]
     assert f.verified, f.why_not
+    _, plain, g = _trial_of("one_element", "ITEM_1ELT", "item-keep-tensor", "instead of item()")
+    assert "reshape" not in plain.files[str(RULES_SRC)]
+    assert not g.verified and any("shape" in w for w in g.why_not), g.why_not
 
 
 def test_bincount_with_minlength_counts_into_a_fixed_length():

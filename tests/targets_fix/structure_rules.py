@@ -97,7 +97,7 @@ class Normalised(torch.nn.Module):
 
     def forward(self, x, count):
         denom = torch.clamp(count * 2, min=1).item()  # ITEM_1ELT
-        return x.sum(0) / denom, x.mean()
+        return x.sum(0) / denom, x.mean() * denom
 
 
 def one_element():

@@ -308,9 +308,10 @@ def _copy_of(expr: cst.BaseExpression, ctx: Ctx) -> cst.BaseExpression | None:
 
 @rule("same-value-arms")
 def _same_value_arms(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
-    """``X if cond else X.clone()`` (``if cond: X = X.clone()``): both arms are the same values (one a copy), so the test
-    only picks storage (an alignment or layout check on ``data_ptr()``, strides...). Always
-    take the copy: equal values, never an alias the original would not have made."""
+    """``X if cond else X.clone()`` (``if cond: X = X.clone()``): both arms are the same
+    values (one a copy), so the test only picks storage (an alignment or layout check on
+    ``data_ptr()``, strides...). Always take the copy: equal values, never an alias the
+    original would not have made."""
     swaps: dict[cst.CSTNode, object] = {}
     st = ctx.stmt
     if isinstance(st, cst.If) and st.orelse is None:

@@ -4,6 +4,7 @@ so the graph does not need them on the host."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterator
 
@@ -46,18 +47,29 @@ def _as_0d(ctx: Ctx, node: cst.BaseExpression) -> cst.BaseExpression:
     return cst.parse_expression(f"({ctx.code(node)}).reshape(())")
 
 
-def _kept(ctx: Ctx, node: cst.Call) -> cst.BaseExpression | None:
-    """What replaces NODE (``t.item()``, ``float(t)``, ...): its tensor; for ``.item()`` (a
-    tensor's own method: the receiver is a tensor) as the 0-d value it read."""
+def _kept(ctx: Ctx, node: cst.Call, zero_d: bool) -> cst.BaseExpression | None:
+    """What replaces NODE (``t.item()``, ``float(t)``, ...): its tensor; with ZERO_D, for
+    ``.item()`` (a tensor's own method: the receiver is a tensor) as the 0-d value it read."""
     u = _unwrap_scalar(node)
     if u is None:
         return None
     is_item = isinstance(node.func, cst.Attribute) and node.func.attr.value == "item"
-    return _as_0d(ctx, u) if is_item else u
+    return _as_0d(ctx, u) if is_item and zero_d else u
 
 
 @rule("item-keep-tensor")
 def item_keep_tensor(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
+    """The tensor as it is, and (when that differs) as the 0-d value ``.item()`` read: a
+    ``[1]``-shaped value broadcasts as ``[1]`` where the number did not, while a 0-d integer
+    index is read back as a Python number (a break of its own). The trial tells which holds."""
+    plain = list(_item_keep_tensor(ctx, zero_d=False))
+    yield from plain
+    texts = [r.files for r in plain if isinstance(r, Rewrite)]
+    yield from (dataclasses.replace(r, label=r.label + ", 0-d as .item() read it")
+                for r in _item_keep_tensor(ctx, zero_d=True) if isinstance(r, Rewrite) and r.files not in texts)
+
+
+def _item_keep_tensor(ctx: Ctx, zero_d: bool) -> Iterator[Rewrite | Refusal]:
     """`.item()` / float(t) / int(t) whose value only feeds tensor math: keep the 0-d tensor.
     At a data-dependent branch on a line that makes a Python bool from tensors (``a and b``,
     ``x if c else y``, ``not t``), keep that bool a tensor too. An ``if`` the value decides
@@ -65,7 +77,7 @@ def item_keep_tensor(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
     if not isinstance(ctx.stmt, cst.SimpleStatementLine):
         return
     swaps: dict[cst.CSTNode, object] = {
-        n: u for n in walk(ctx.stmt) if isinstance(n, cst.Call) and (u := _kept(ctx, n)) is not None}
+        n: u for n in walk(ctx.stmt) if isinstance(n, cst.Call) and (u := _kept(ctx, n, zero_d)) is not None}
     what = sorted({ctx.code(c.func).split(".")[-1] + "()" for c in swaps if isinstance(c, cst.Call)})
     if _DATA_DEPENDENT.search(ctx.site.gb_type + " " + ctx.site.gb_id):
         for s in small(ctx.stmt):
@@ -77,7 +89,7 @@ def item_keep_tensor(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
                     what.append("Python bool")
     if not swaps:
         return
-    scalars = {c: u for c in swaps if isinstance(c, cst.Call) and (u := _kept(ctx, c)) is not None}
+    scalars = {c: u for c in swaps if isinstance(c, cst.Call) and (u := _kept(ctx, c, zero_d)) is not None}
     made = set(assigned(ctx.stmt))
     for st in ctx.later_in_func():
         test = getattr(st, "test", None)
