@@ -520,6 +520,7 @@ def _fresh_check(cap: Capture, calls: Sequence[Call], compiled: dict[int, Callab
                 fn(*ak[0], **ak[1])
         except Exception:  # noqa: BLE001 - the fresh comparison says what fails
             pass
+    given = _given_effects(calls, compiled, ref_calls)
     for keep_ints in (False, True):
         # The original code gets the same fresh values (same structure, same generator seed);
         # a number the patched call passes as a 0-d tensor (a recompile fix) keeps its value.
@@ -531,10 +532,29 @@ def _fresh_check(cap: Capture, calls: Sequence[Call], compiled: dict[int, Callab
                for fn, a, k in (ref_calls if ref_calls is not None else calls)]
         checks, eager_error = _compare_fresh(fresh, ref, compiled)
         if eager_error is None:
+            if given is not None and checks.side_effects_kept:
+                checks.side_effects_kept, checks.side_effects = False, given
             cap.note(checks=checks)
             return
         unusable = eager_error
-    cap.note(checks=Checks(fresh_unusable=f"the original code raises on fresh inputs ({unusable})"))
+    cap.note(checks=Checks(fresh_unusable=f"the original code raises on fresh inputs ({unusable})",
+                           side_effects_kept=False if given is not None else None, side_effects=given))
+
+
+def _given_effects(calls: Sequence[Call], compiled: dict[int, Callable[..., Any]],
+                   ref_calls: Sequence[Call] | None) -> SideEffects | None:
+    """The factory's own calls again, now that the compiled functions are warm: what the code
+    prints/logs/warns at run time must match the original's eager run on the same inputs
+    (the fresh set may never take the path that reports). The effects that differ, or None.
+    Both sides run on copies, so the fresh set is still made from the factory's arguments."""
+    ref_src = ref_calls if ref_calls is not None else calls
+    mine = [_copy_or_none((a, k)) for _, a, k in calls]
+    theirs = [_copy_or_none((a, k)) for _, a, k in ref_src]
+    if any(x is None for x in [*mine, *theirs]):
+        return None   # a generator argument: it cannot be run twice
+    checks, error = _compare_fresh([(fn, *ak) for (fn, _, _), ak in zip(calls, mine)],
+                                   [(fn, *ak) for (fn, _, _), ak in zip(ref_src, theirs)], compiled)
+    return checks.side_effects if error is None and checks.side_effects_kept is False else None
 
 
 def _compare_fresh(fresh: Sequence[Call], ref: Sequence[Call],

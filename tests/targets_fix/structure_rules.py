@@ -196,3 +196,8 @@ def spans():
     import numpy as np
     np.random.seed(0)
     return [(SpanMasked(), (torch.randn(2, 5, 3), torch.tensor([3, 5])), {})]
+
+
+def reported_loud():
+    torch.manual_seed(0)
+    return [(Checked(), (torch.randn(2, 4) * 1000,), {})]
