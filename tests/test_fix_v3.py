@@ -335,6 +335,9 @@ STRUCTURE_CASES = [
     # an update through a mask needs no test that the mask has a True
     ("guarded", "GUARDED", "masked-update-unguarded", "GB0170", "    out[big] = limit\n    out.masked_fill_(big, limit)"),
     ("binned", "BINCOUNT", "bincount-fixed-length", "GB0036", ".index_add(0, labels, torch.ones_like(labels))"),
+    # a reduction of a boolean-mask selection: on the whole tensors, unselected weighed out
+    ("masked_loss", "MASKED_LOSS", "masked-reduction", "GB0036",
+     'torch.where(valid, torch.nn.functional.smooth_l1_loss(pred, target, reduction="none"), 0).sum() / valid.sum()'),
     # a method that only reports returns at once when compiling (it reports nothing on these calls)
     ("reported", "REPORT", "skip-report-when-compiling", "GB0170",
      "        if torch.compiler.is_compiling():  # graphstitch fix: a report, not traced\n            return\n"
@@ -361,6 +364,17 @@ def test_a_report_the_compiled_code_would_drop_is_refused():
     site, _, f = _trial_of("reported_loud", "REPORT", "skip-report-when-compiling")
     assert (site.gb_id, site.line) == ("GB0170", marked_line(RULES_SRC, "REPORT"))
     assert not f.verified and any("side effect lost" in w for w in f.why_not), f.why_not
+
+
+def test_a_mask_over_leading_dims_is_refused_as_is_and_verified_broadcast():
+    # x[keep] with keep over rows: `where(keep, x ** 2, 0)` broadcasts keep over columns (the
+    # wrong elements): outputs differ. The mask reshaped over the trailing dims verifies.
+    site, _, plain = _trial_of("row_masked", "ROW_MASK", "masked-reduction")
+    assert (site.gb_id, site.file, site.line) == ("GB0036", str(RULES_SRC), marked_line(RULES_SRC, "ROW_MASK"))
+    assert not plain.verified and any("outputs differ from eager" in w for w in plain.why_not), plain.why_not
+    _, rw, shaped = _trial_of("row_masked", "ROW_MASK", "masked-reduction", "broadcast over trailing dims")
+    assert "keep.reshape(keep.shape + (1,) * (x.dim() - keep.dim()))" in rw.files[str(RULES_SRC)]
+    assert shaped.verified and shaped.after.sites == 0, shaped.why_not
 
 
 def test_the_tracer_path_that_computes_something_else_is_refused():

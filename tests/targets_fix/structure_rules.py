@@ -201,3 +201,25 @@ def spans():
 def reported_loud():
     torch.manual_seed(0)
     return [(Checked(), (torch.randn(2, 4) * 1000,), {})]
+
+
+def token_loss(pred, target, ignore: float = -1.0):
+    valid = target != ignore
+    return torch.nn.functional.smooth_l1_loss(pred[valid], target[valid])  # MASKED_LOSS
+
+
+def masked_loss():
+    torch.manual_seed(0)
+    t = torch.randn(4, 6)
+    t[t < -0.5] = -1.0
+    return [(token_loss, (torch.randn(4, 6), t), {})]
+
+
+def row_energy(x, keep):
+    return (x[keep] ** 2).mean()  # ROW_MASK
+
+
+def row_masked():
+    # A mask over rows: as it is, it would broadcast over the last dim (wrong elements).
+    torch.manual_seed(0)
+    return [(row_energy, (torch.randn(4, 4), torch.tensor([True, False, True, True])), {})]

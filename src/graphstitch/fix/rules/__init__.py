@@ -10,6 +10,7 @@ is censused in the fix workspace and judged like any other trial. No torch impor
   through the mask they test;
 - ``effects``: print, logging and file I/O kept at run time; a function that only reports
   is not traced;
+- ``masks``: a reduction of a boolean-mask selection computed on the whole tensors;
 - ``apis``: one-line swaps to a traceable twin (a fixed-length ``bincount``);
 - ``collectives``: functional collectives, and a ``disable`` the user no longer needs;
 - ``caller``: what the caller should do, moved there;
@@ -30,7 +31,7 @@ from libcst.metadata import MetadataWrapper
 from ...files import source_text
 from ...model import Site
 from ...paths import Where, in_project, where
-from . import apis, base, branches, caller, collectives, effects, extract, scalars, split  # noqa: F401 - they register
+from . import apis, base, branches, caller, collectives, effects, extract, masks, scalars, split  # noqa: F401 - they register
 from .base import STRATEGY_RANK, Ctx, Refusal, Rewrite, entry_frame, is_scope_frame, user_frames
 from .syntax import Index, parses
 
