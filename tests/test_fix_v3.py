@@ -338,6 +338,12 @@ STRUCTURE_CASES = [
     # a reduction of a boolean-mask selection: on the whole tensors, unselected weighed out
     ("masked_loss", "MASKED_LOSS", "masked-reduction", "GB0036",
      'torch.where(valid, torch.nn.functional.smooth_l1_loss(pred, target, reduction="none"), 0).sum() / valid.sum()'),
+    # a count of a selection's rows: the mask's own count, kept a tensor (max -> clamp)
+    ("counted_rows", "COUNTED", "count-selected+item-keep-tensor", "GB0036",
+     "    n_hits = hits.count_nonzero()  # COUNTED"),
+    # an early return: the choice made at the final return (what runs between only binds locals)
+    ("early_return", "EARLY", "if-where-return", "GB0170",
+     "    # nothing active: no loss\n    gap = torch.relu(1.0 - margin)\n    return torch.where(torch.logical_not("),
     # a method that only reports returns at once when compiling (it reports nothing on these calls)
     ("reported", "REPORT", "skip-report-when-compiling", "GB0170",
      "        if torch.compiler.is_compiling():  # graphstitch fix: a report, not traced\n            return\n"
@@ -375,6 +381,23 @@ def test_a_mask_over_leading_dims_is_refused_as_is_and_verified_broadcast():
     _, rw, shaped = _trial_of("row_masked", "ROW_MASK", "masked-reduction", "broadcast over trailing dims")
     assert "keep.reshape(keep.shape + (1,) * (x.dim() - keep.dim()))" in rw.files[str(RULES_SRC)]
     assert shaped.verified and shaped.after.sites == 0, shaped.why_not
+
+
+def test_an_early_return_of_another_shape_is_refused():
+    site, _, f = _trial_of("early_shape", "EARLY_SHAPE", "if-where-return")
+    assert (site.gb_id, site.line) == ("GB0170", marked_line(RULES_SRC, "EARLY_SHAPE"))
+    assert not f.verified and any("outputs differ from eager" in w for w in f.why_not), f.why_not
+
+
+def test_an_early_return_before_code_run_for_its_effect_is_not_offered(tmp_path):
+    # Moving the test to the end would run the print on the early path too.
+    prog = tmp_path / "early_print.py"
+    prog.write_text(RULES_SRC.read_text().replace("    gap = torch.relu(1.0 - margin)\n",
+                                                  "    gap = torch.relu(1.0 - margin)\n    print(gap.shape)\n"))
+    base = census_target(f"{prog}:early_return", OPTS, project_root=str(tmp_path))
+    site = next(s for s in base.sites if s.line == marked_line(prog, "EARLY"))
+    props, _ = proposals(site, str(tmp_path), target_file=str(prog), factory="early_return", sites=base.sites)
+    assert not any(p.rule == "if-where-return" for p in props)
 
 
 def test_the_tracer_path_that_computes_something_else_is_refused():

@@ -223,3 +223,42 @@ def row_masked():
     # A mask over rows: as it is, it would broadcast over the last dim (wrong elements).
     torch.manual_seed(0)
     return [(row_energy, (torch.randn(4, 4), torch.tensor([True, False, True, True])), {})]
+
+
+def positive_share(scores, labels):
+    hits = labels > 0
+    n_hits = len(hits.nonzero())  # COUNTED
+    return torch.nn.functional.softplus(scores).sum() / max(n_hits, 1)
+
+
+def counted_rows():
+    torch.manual_seed(0)
+    return [(positive_share, (torch.randn(10), torch.randint(0, 3, (10,))), {})]
+
+
+def hinge_total(margin, target):
+    active = target > 0
+    # nothing active: no loss
+    if not active.any():  # EARLY
+        return margin.sum() * 0.0
+    gap = torch.relu(1.0 - margin)
+    return torch.where(active, gap, 0).sum() / active.sum()
+
+
+def early_return():
+    torch.manual_seed(0)
+    return [(hinge_total, (torch.randn(6), torch.tensor([1, 0, 2, 0, 0, 1])), {}),
+            (hinge_total, (torch.randn(6), torch.zeros(6, dtype=torch.long)), {})]
+
+
+def per_row_or_zero(x, keep):
+    if not keep.any():  # EARLY_SHAPE
+        return x.new_zeros(())
+    rows = x * keep[:, None]
+    return rows.sum(1)
+
+
+def early_shape():
+    # The early value is 0-d, the late one a row vector: one torch.where cannot be both.
+    torch.manual_seed(0)
+    return [(per_row_or_zero, (torch.randn(3, 2), torch.tensor([False, False, False])), {})]

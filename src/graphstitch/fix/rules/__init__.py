@@ -95,10 +95,10 @@ def proposals(site: Site, root: str | None, *, target_file: str | None = None, f
     return out, refused
 
 
-# Rules whose output is a tensor where the code had host values (numpy's, scipy's): a
-# float()/.item() around it is then a break of its own on the same line, so each is also
-# offered composed with item-keep-tensor.
-_THEN_KEEP_TENSOR = ("numpy-torch", "scipy-special-torch")
+# Rules whose output is a tensor where the code had host values (numpy's, scipy's, a count
+# read back as a number): a float()/int()/.item() around it is then a break of its own on
+# the same line, so each is also offered composed with item-keep-tensor.
+_THEN_KEEP_TENSOR = ("numpy-torch", "scipy-special-torch", "count-selected")
 
 
 def _then_keep_tensor(first: Rewrite, ctx: Ctx) -> Rewrite | None:

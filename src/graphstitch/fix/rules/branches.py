@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 import libcst as cst
 
 from .base import Ctx, Refusal, Rewrite, rule
-from .syntax import add_import, names, small, walk
+from .syntax import add_import, assigned, names, small, walk
 
 
 def _plain_assigns(block: cst.BaseSuite) -> list[tuple[str, cst.BaseExpression]] | None:
@@ -221,7 +221,7 @@ def _if_where(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
     if _only_return(body) is not None:
         swaps = where_return(ctx, st)
         if swaps is not None:
-            yield Rewrite("if-where-return", "rewrite", "returns in both branches -> return torch.where(...)",
+            yield Rewrite("if-where-return", "rewrite", "returns on both paths -> return torch.where(...)",
                           "computes both branches; they must have the same shape and dtype",
                           {ctx.path: add_import(ctx.swap(swaps), "import torch")})
         return
@@ -257,25 +257,72 @@ def _if_where(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
 
 def where_return(ctx: Ctx, st: cst.If) -> dict[cst.CSTNode, object] | None:
     """`if c: return a` + `else: return b` (or a following `return b`) -> one
-    `return torch.where(c, a, b)`, as swaps; None when the `if` is not of that form."""
+    `return torch.where(c, a, b)`, as swaps; None when the `if` is not of that form.
+    An early return (`if c: return a`, then the function's last statements computing and
+    returning `b`) is the same choice made at the end: the test goes down to the final
+    `return torch.where(c, a, b)`, when what runs between only binds local names the test
+    and `a` do not read (it now runs on both paths: no state changes, no calls for effect)."""
     ret_a = _only_return(list(st.body.body) if isinstance(st.body, cst.IndentedBlock) else [])
     orelse = st.orelse.body if isinstance(st.orelse, cst.Else) else None
     if ret_a is None or isinstance(st.orelse, cst.If):
         return None
     drop = None
+    swaps: dict[cst.CSTNode, object] = {}
+    test = where_test(ctx, st.test)
     if orelse is not None:
         ret_b = _only_return(list(orelse.body) if isinstance(orelse, cst.IndentedBlock) else [])
     else:
         drop = _next_stmt(ctx, st)
         ret_b = _only_return([drop]) if drop is not None else None
+        if ret_b is None:
+            rest = _rest_of_function(ctx, st)
+            if rest is None or not rest or (ret_b := _only_return(rest[-1:])) is None:
+                return None
+            if not _binds_locals_only(rest[:-1]) or \
+                    {n for x in rest[:-1] for n in assigned(x)} & (names(st.test) | names(ret_a)):
+                return None
+            new = cst.parse_statement(f"return torch.where({test}, {ctx.code(ret_a)}, {ctx.code(ret_b)})\n")
+            first, last = rest[0], rest[-1]
+            assert isinstance(first, cst.SimpleStatementLine) and isinstance(last, cst.SimpleStatementLine)
+            return {st: cst.RemovalSentinel.REMOVE,   # its comments go with the statement now first
+                    first: first.with_changes(leading_lines=[*st.leading_lines, *first.leading_lines]),
+                    last: new.with_changes(leading_lines=last.leading_lines)}
     if ret_b is None:
         return None
-    test = where_test(ctx, st.test)
     new = cst.parse_statement(f"return torch.where({test}, {ctx.code(ret_a)}, {ctx.code(ret_b)})\n")
-    swaps: dict[cst.CSTNode, object] = {st: new.with_changes(leading_lines=st.leading_lines)}
+    swaps[st] = new.with_changes(leading_lines=st.leading_lines)
     if drop is not None:
         swaps[drop] = cst.RemovalSentinel.REMOVE
     return swaps
+
+
+def _rest_of_function(ctx: Ctx, st: cst.BaseStatement) -> list[cst.BaseStatement] | None:
+    """The statements after ST when ST is in the function's own body (not nested)."""
+    parent = ctx.parents.get(st)
+    if ctx.func is None or parent is not ctx.func.body:
+        return None
+    body = [b for b in ctx.func.body.body if isinstance(b, cst.BaseStatement)]
+    return body[body.index(st) + 1:] if st in body else None
+
+
+def _binds_locals_only(stmts: Sequence[cst.BaseStatement]) -> bool:
+    """Only assignments to plain names (no attribute or item writes, no calls for effect,
+    no control flow): running them on another path changes nothing but those locals."""
+    for s in stmts:
+        if not isinstance(s, cst.SimpleStatementLine):
+            return False
+        for sm in s.body:
+            if isinstance(sm, cst.Assign):
+                tgts = [t.target for t in sm.targets]
+            elif isinstance(sm, (cst.AnnAssign, cst.AugAssign)):
+                tgts = [sm.target]
+            else:
+                return False
+            if not all(isinstance(t, cst.Name) or (isinstance(t, cst.Tuple) and
+                                                     all(isinstance(e.value, cst.Name) for e in t.elements))
+                       for t in tgts):
+                return False
+    return True
 
 
 def _only_return(stmts: Sequence[cst.CSTNode]) -> cst.BaseExpression | None:

@@ -24,13 +24,26 @@ _BINARY = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide, cst.Power)
 
 
 def _selection(ctx: Ctx, node: cst.BaseExpression) -> tuple[str, str] | None:
-    """``Y[M]`` with one index -> (Y's source, M's source)."""
+    """``Y[M]`` with one index (also ``Y[torch.where(M)]``, ``Y[M.nonzero(as_tuple=True)]``)
+    and ``Y.masked_select(M)`` -> (Y's source, M's source)."""
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and \
+            node.func.attr.value == "masked_select" and len(node.args) == 1 and not node.args[0].keyword:
+        return ctx.code(node.func.value), ctx.code(node.args[0].value)
     if not isinstance(node, cst.Subscript) or len(node.slice) != 1:
         return None
     el = node.slice[0].slice
     if not isinstance(el, cst.Index) or el.star is not None:
         return None
-    return ctx.code(node.value), ctx.code(el.value)
+    idx = el.value
+    if isinstance(idx, cst.Call):
+        pos = [a for a in idx.args if a.keyword is None]
+        tuple_kw = [a for a in idx.args if a.keyword and a.keyword.value == "as_tuple" and ctx.code(a.value) == "True"]
+        f = ctx.code(idx.func)
+        if len(pos) == 1 and ((f == "torch.where" and len(idx.args) == 1) or (tuple_kw and f == "torch.nonzero")):
+            idx = pos[0].value
+        elif tuple_kw and isinstance(idx.func, cst.Attribute) and idx.func.attr.value == "nonzero" and not pos:
+            idx = idx.func.value
+    return ctx.code(node.value), ctx.code(idx)
 
 
 class _Unmasked(Exception):
@@ -43,9 +56,11 @@ def _whole(ctx: Ctx, node: cst.BaseExpression, masks: dict[str, str]) -> str:
     selects from): the same element-wise computation on the whole tensors. Raises _Unmasked
     otherwise."""
     sel = _selection(ctx, node)
-    if sel is not None and isinstance(node, cst.Subscript):
+    if sel is not None:
         masks.setdefault(sel[1], sel[0])
-        return sel[0] if isinstance(node.value, (cst.Name, cst.Attribute, cst.Subscript, cst.Call)) else f"({sel[0]})"
+        y = node.value if isinstance(node, cst.Subscript) else node.func.value if isinstance(node, cst.Call) and \
+            isinstance(node.func, cst.Attribute) else node
+        return sel[0] if isinstance(y, (cst.Name, cst.Attribute, cst.Subscript, cst.Call)) else f"({sel[0]})"
     if isinstance(node, (cst.Integer, cst.Float)):
         return ctx.code(node)
     if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, _BINARY):
@@ -112,7 +127,9 @@ def _masked_reduction(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
     outer = [(n, r) for n, r in found if not any(n is not o and n in set(walk(o)) for o, _ in found)]
     if not outer:
         return
-    for shaped in (False, True):
+    # A mask over leading dims is only how indexing reads a mask (masked_select broadcasts).
+    indexed = any(isinstance(x, cst.Subscript) and _selection(ctx, x) for n, _ in outer for x in walk(n))
+    for shaped in (False, True) if indexed else (False,):
         swaps: dict[cst.CSTNode, object] = {}
         for n, (how, inner, mask, tensor) in outer:
             m = mask if isinstance(cst.parse_expression(mask), (cst.Name, cst.Attribute)) else f"({mask})"
@@ -120,10 +137,75 @@ def _masked_reduction(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
                 # A mask over the leading dims of the tensors it selects from: broadcast as the selection is.
                 m = f"{m}.reshape({m}.shape + (1,) * ({tensor}.dim() - {m}.dim()))"
             total = f"torch.where({m}, {inner}, 0).sum()"
-            count = f"{m}.expand_as({tensor}).sum()" if shaped else f"{m}.sum()"
+            # (masked_select broadcasts its mask as any operator does: the count of the broadcast mask)
+            count = f"{m}.expand_as({tensor}).sum()" if shaped or "masked_select" in ctx.code(n) else f"{m}.sum()"
             swaps[n] = cst.parse_expression(total if how == "sum" else f"({total} / {count})")
         yield Rewrite("masked-reduction", "rewrite",
                       "a reduction of a boolean-mask selection -> torch.where on the whole tensors"
                       + (", the mask broadcast over trailing dims" if shaped else ""),
                       "the element-wise part is computed for unselected elements too (then weighed out); "
                       "a mean is sum / count", {ctx.path: add_import(ctx.swap(swaps), "import torch")})
+
+
+def _nonzero_of(ctx: Ctx, node: cst.BaseExpression) -> str | None:
+    """``M.nonzero()`` / ``torch.nonzero(M)`` (rows of indices, not ``as_tuple``) -> M's source."""
+    if not isinstance(node, cst.Call) or any(a.keyword and a.keyword.value == "as_tuple" and
+                                              ctx.code(a.value) != "False" for a in node.args):
+        return None
+    pos = [a for a in node.args if a.keyword is None]
+    if isinstance(node.func, cst.Attribute) and node.func.attr.value == "nonzero" and not pos \
+            and ctx.code(node.func) != "torch.nonzero":
+        return ctx.code(node.func.value)
+    if ctx.code(node.func) == "torch.nonzero" and len(pos) == 1:
+        return ctx.code(pos[0].value)
+    return None
+
+
+def _count(ctx: Ctx, node: cst.CSTNode) -> tuple[cst.BaseExpression, str] | None:
+    """A count of a selection's rows or elements -> (what holds it, the same count as a 0-d
+    tensor): ``len(M.nonzero())``, ``M.nonzero().size(0)``/``.shape[0]``/``.numel()``,
+    ``len(X[M])``, ``X[M].size(0)``/``.shape[0]``."""
+    def inner(e: cst.BaseExpression, rows: bool) -> str | None:
+        m = _nonzero_of(ctx, e)
+        if m is not None:
+            m = m if isinstance(cst.parse_expression(m), (cst.Name, cst.Attribute, cst.Call)) else f"({m})"
+            return f"{m}.count_nonzero()" if rows else f"({m}.count_nonzero() * {m}.dim())"
+        sel = _selection(ctx, e)
+        if sel is not None and rows:
+            m = sel[1] if isinstance(cst.parse_expression(sel[1]), (cst.Name, cst.Attribute)) else f"({sel[1]})"
+            return f"{m}.sum()"
+        return None
+
+    if isinstance(node, cst.Call) and ctx.code(node.func) == "len" and len(node.args) == 1:
+        got = inner(node.args[0].value, True)
+        return (node, got) if got else None
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and \
+            node.func.attr.value in ("size", "numel") and len(node.args) == (node.func.attr.value == "size"):
+        if node.args and ctx.code(node.args[0].value) != "0":
+            return None
+        got = inner(node.func.value, node.func.attr.value == "size")
+        return (node, got) if got else None
+    if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Attribute) and node.value.attr.value == "shape" \
+            and len(node.slice) == 1 and ctx.code(node.slice[0].slice).strip() == "0":
+        got = inner(node.value.value, True)
+        return (node, got) if got else None
+    return None
+
+
+@rule("count-selected")
+def _count_selected(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
+    """The number of rows a ``nonzero()`` or a boolean-mask selection has (GB0036: a
+    data-dependent length, only to be counted) -> ``M.count_nonzero()`` / ``M.sum()``, as
+    ``int(...)``: composed with item-keep-tensor, the count stays a 0-d tensor."""
+    if "GB0036" not in ctx.site.gb_id and "dynamic shape" not in ctx.site.gb_type.lower():
+        return
+    swaps: dict[cst.CSTNode, object] = {}
+    for n in walk(ctx.stmt):
+        if n in swaps or not ctx.idx.contains(n, ctx.site.line) or any(n in set(walk(o)) for o in swaps):
+            continue
+        got = _count(ctx, n)
+        if got is not None:
+            swaps[got[0]] = cst.parse_expression(f"int({got[1]})")
+    if swaps:
+        yield Rewrite("count-selected", "rewrite", "the length of a nonzero() / mask selection -> the mask's count",
+                      "the same count without materialising the selection", {ctx.path: ctx.swap(swaps)})
