@@ -265,6 +265,11 @@ def run_calls(cap: Capture, calls: Sequence[Call], opts: Options,
         cap.fail(ErrorInfo(ErrorKind.TARGET, f"the patched target makes {len(calls)} calls, the original {len(ref_calls)}"))
         return
     grad = torch.enable_grad() if opts.grad else torch.no_grad()
+    # The fresh set is made from the arguments as the factory made them: a call that writes
+    # into its inputs (`inputs[mask] = ...`) must not change what the patched side's fresh
+    # set is made of (the original's comes from a new factory call).
+    pristine = [(fn, *ak) if (ak := _copy_or_none((a, k))) is not None else (fn, a, k) for fn, a, k in calls] \
+        if opts.fresh else list(calls)
     _NOT_CHECKED = object()
     # The eager reference gets its own copy of the inputs: an iterator or a tensor mutated in
     # place by the compiled call must reach it as the factory made it.
@@ -304,7 +309,7 @@ def run_calls(cap: Capture, calls: Sequence[Call], opts: Options,
                     cfn = compiled[id(fn)] = torch.compile(fn, backend=backend, dynamic=opts.dynamic)
                 if p == 1 and i == 0 and opts.fresh:   # graphstitch's fresh check follows the first pass
                     cap.note(call=-1, pass_index=-1)
-                    _fresh_check(cap, calls, compiled, list(reference()) if reference is not None else None)
+                    _fresh_check(cap, pristine, compiled, list(reference()) if reference is not None else None)
                 cap.note(call=i, pass_index=p)
                 _seed()
                 try:
@@ -330,7 +335,7 @@ def run_calls(cap: Capture, calls: Sequence[Call], opts: Options,
             if opts.fresh and not opts.repeat:
                 progress("fresh inputs: compiled vs the original's eager run")
                 cap.note(call=-1, pass_index=-1)
-                _fresh_check(cap, calls, compiled, list(reference()) if reference is not None else None)
+                _fresh_check(cap, pristine, compiled, list(reference()) if reference is not None else None)
         cap.complete(True)
         if not opts.check_eager:
             return

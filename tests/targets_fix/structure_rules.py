@@ -262,3 +262,13 @@ def early_shape():
     # The early value is 0-d, the late one a row vector: one torch.where cannot be both.
     torch.manual_seed(0)
     return [(per_row_or_zero, (torch.randn(3, 2), torch.tensor([False, False, False])), {})]
+
+
+def scrub(tokens, noise):
+    tokens[noise > 0.5] = 0   # writes into its input
+    return tokens * 2
+
+
+def scrubbed():
+    torch.manual_seed(0)
+    return [(scrub, (torch.randint(1, 9, (4, 5)), torch.rand(4, 5)), {})]
