@@ -330,3 +330,42 @@ def test_gb0059_that_is_not_a_print_gets_no_print_advice():
     out = " ".join(p.stdout.split())
     assert "GB0059" in out and "builtin_range.py:8 in spans" in out
     assert "print" not in out.replace("builtin_range", "")
+
+
+STATEFUL = """
+import torch
+
+
+class Stepper(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("steps", torch.zeros(()))
+
+    def forward(self, x):
+        self.steps += 1
+        return x * self.steps
+
+
+def seeded():
+    torch.manual_seed(0)
+    m = Stepper()
+    return [(m, (torch.randn(3),), {}), (m, (torch.randn(3),), {})]
+
+
+def unseeded():
+    m = Stepper()
+    return [(m, (torch.randn(3),), {}), (m, (torch.randn(3),), {})]
+"""
+
+
+def test_calls_that_change_their_module_state_match_eager_replayed_on_a_new_build(tmp_path):
+    # The eager reference runs after the compiled calls: on the same module its counter is
+    # already at 2. Replayed in order on a new build (the factory again) the outputs match;
+    # where a new build cannot reproduce the calls (unseeded inputs), the mismatch stands.
+    (tmp_path / "stepper.py").write_text(STATEFUL)
+    for factory, want in (("seeded", True), ("unseeded", False)):
+        out = tmp_path / f"{factory}.json"
+        p = gs("census", f"{tmp_path}/stepper.py:{factory}", "--json", out)
+        assert p.returncode == 0, p.stderr
+        census = __import__("json").loads(out.read_text())
+        assert census["outputs_match_eager"] is want, census.get("output_mismatch")

@@ -373,7 +373,9 @@ def census_job(job: Job, ctx: Context) -> tuple[int, Any]:
     except TargetError as e:
         note(ctx.sink, target=job.spec, error=ErrorInfo(ErrorKind.TARGET, str(e)))
         return 2, None
-    return census_of_calls(job, ctx, calls, job.spec, reference=ref)
+    from .live import load_calls_or_raise
+    rebuild = None if ref is not None or job.spec is None else functools.partial(load_calls_or_raise, job.spec)
+    return census_of_calls(job, ctx, calls, job.spec, reference=ref, rebuild=rebuild)
 
 
 def job_calls(job: Job) -> tuple[list[Any] | ErrorInfo, Callable[[], list[Any]] | None]:
@@ -402,11 +404,13 @@ def job_calls(job: Job) -> tuple[list[Any] | ErrorInfo, Callable[[], list[Any]] 
 
 
 def census_of_calls(job: Job, ctx: Context, calls: list[Any] | ErrorInfo, target: str | None, *,
-                    reference: Callable[[], list[Any]] | None = None, failed_code: int = 0) -> tuple[int, Any]:
+                    reference: Callable[[], list[Any]] | None = None, failed_code: int = 0,
+                    rebuild: Callable[[], list[Any]] | None = None) -> tuple[int, Any]:
     """The census part of a census job, for handlers that make the calls another way (a
     `sweep` zoo model is built from its registry, not loaded from a TARGET). CALLS is an
     ErrorInfo when the factory exited before making any; REFERENCE makes the original's
-    calls when a patched copy is checked against it (`fix`). Exits FAILED_CODE when the
+    calls when a patched copy is checked against it (`fix`); REBUILD makes the calls again
+    (an eager replay for calls that change their callable's state). Exits FAILED_CODE when the
     census has an error (a rank must tell torchrun; a lone worker's parent reads the census)."""
     from .live import Capture, run_calls
     with Capture(ctx.sink, target=target, project_root=job.project_root) as cap:
@@ -419,7 +423,7 @@ def census_of_calls(job: Job, ctx: Context, calls: list[Any] | ErrorInfo, target
             except Exception as e:  # noqa: BLE001 - a hatch that cannot apply is a result
                 cap.fail(ErrorInfo(ErrorKind.PATCH, str(e)[:2000], type(e).__name__))
             else:
-                run_calls(cap, calls, job.options, reference=reference)
+                run_calls(cap, calls, job.options, reference=reference, rebuild=rebuild)
     failed = cap.census is None or cap.census.error is not None
     return (failed_code if failed else 0), None
 
