@@ -35,6 +35,7 @@ from graphstitch.targets import Options
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "fix_corpus"
 FAST_KINDS = WRITTEN_KINDS   # what `graphstitch fix` tries by default
+HELD_OUT = ("unseen", "unseen2", "unseen3")   # sets collected by someone who had not read the rules
 
 
 def expect_of(path: Path) -> str:
@@ -59,20 +60,20 @@ def written_files(fix: Fix, report: FixReport, ws: Workspace) -> dict[str, str] 
 def programs(only: list[str] | None, dirs: list[str] = ()) -> list[tuple[Path, str, str, str]]:
     """(path, TARGET, project root, group) of every corpus program: a file with a `target()`
     factory, or a project folder (its `factories.py:target`, the folder as the project).
-    Groups "unseen" and "unseen2": programs in `unseen/` and `unseen2/`, collected from public
+    Groups "unseen", "unseen2", "unseen3": programs in those folders, collected from public
     code by someone who had not read the rules (see their READMEs: which rules came after);
     "corpus": the rest. Each of DIRS (a set kept outside
     the repo) is its own group, named by its folder."""
     out = []
-    groups = [("corpus", CORPUS), ("unseen", CORPUS / "unseen"), ("unseen2", CORPUS / "unseen2")] if not dirs else []
+    groups = [("corpus", CORPUS), *((g, CORPUS / g) for g in HELD_OUT)] if not dirs else []
     for group, d in groups + [(Path(x).resolve().name, Path(x).resolve()) for x in dirs]:
         if not d.is_dir():
             continue
         for p in sorted(d.iterdir()):
-            if (only and p.stem not in only) or p.name.startswith(("_", ".")) or p.name in ("unseen", "unseen2"):
+            if (only and p.stem not in only) or p.name.startswith(("_", ".")) or p.name in HELD_OUT:
                 continue
             if p.suffix == ".py":
-                out.append((p, f"{p}:target", str(ROOT) if group in ("corpus", "unseen", "unseen2") else str(d), group))
+                out.append((p, f"{p}:target", str(ROOT) if group in ("corpus", *HELD_OUT) else str(d), group))
             elif (p / "factories.py").is_file():
                 out.append((p, f"{p / 'factories.py'}:target", str(p), group))
     return out

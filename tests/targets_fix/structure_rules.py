@@ -272,3 +272,73 @@ def scrub(tokens, noise):
 def scrubbed():
     torch.manual_seed(0)
     return [(scrub, (torch.randint(1, 9, (4, 5)), torch.rand(4, 5)), {})]
+
+
+class Tagger(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.tag = torch.nn.Embedding(2, 4)
+
+    def forward(self, feats, kinds):
+        feats = feats * 1.0
+        feats[kinds == 1] += self.tag.weight[1]  # TAGGED
+        return feats
+
+
+def tagged():
+    torch.manual_seed(0)
+    return [(Tagger(), (torch.randn(2, 3, 4), torch.tensor([[0, 1, 1], [1, 0, 0]])), {})]
+
+
+def swap_in(tokens, pool, pick):
+    tokens = tokens.clone()
+    tokens[pick] = pool[pick]  # SWAPPED
+    return tokens
+
+
+def swapped():
+    torch.manual_seed(0)
+    return [(swap_in, (torch.randint(0, 9, (3, 5)), torch.randint(0, 9, (3, 5)), torch.rand(3, 5) > 0.5), {})]
+
+
+def checked_scale(x):
+    y = x * 2
+    assert not torch.isinf(y).any(), "overflow"  # ASSERTED
+    return y
+
+
+def asserted():
+    torch.manual_seed(0)
+    return [(checked_scale, (torch.randn(4),), {})]
+
+
+def legacy_wrap(x, w):
+    from torch.autograd import Variable
+    return x @ Variable(w)  # LEGACY
+
+
+def legacy():
+    torch.manual_seed(0)
+    return [(legacy_wrap, (torch.randn(2, 3), torch.randn(3, 2)), {})]
+
+
+def _running_mean(values):
+    it = iter(values)
+    n, acc = 1, next(it)
+    for n, v in enumerate(it, 2):
+        acc = acc + v
+    return acc / n
+
+
+def _row_norm(r):
+    torch._dynamo.graph_break()   # a break inside the generator's items
+    return r.abs().sum()
+
+
+def rows_mean(x):
+    return _running_mean(_row_norm(r) for r in x)  # GEN_ARG
+
+
+def gen_arg():
+    torch.manual_seed(0)
+    return [(rows_mean, (torch.randn(3, 4),), {})]

@@ -207,3 +207,40 @@ def _bincount_fixed_length(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
         yield Rewrite("bincount-fixed-length", "rewrite", "bincount -> index_add into a minlength-long tensor",
                       "assumes every value is below minlength (bincount would grow its output past it; here it "
                       "raises)", {ctx.path: add_import(ctx.swap(swaps), "import torch")})
+
+
+@rule("drop-variable")
+def _drop_variable(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
+    """``Variable(t)`` (``torch.autograd.Variable``, a no-op wrapper since torch 0.4 that
+    Dynamo cannot call) -> ``t``."""
+    swaps: dict[cst.CSTNode, object] = {}
+    for n in walk(ctx.stmt):
+        if isinstance(n, cst.Call) and ctx.code(n.func) in ("Variable", "autograd.Variable", "torch.autograd.Variable") \
+                and len(n.args) == 1 and n.args[0].keyword is None and not n.args[0].star \
+                and ctx.idx.contains(n, ctx.site.line):
+            swaps[n] = n.args[0].value
+    if swaps:
+        yield Rewrite("drop-variable", "rewrite", "Variable(t) -> t (a no-op wrapper since torch 0.4)",
+                      "none: Variable(t) returns t's data as a tensor already", {ctx.path: ctx.swap(swaps)})
+
+
+@rule("generator-to-list")
+def _generator_to_list(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
+    """A generator expression passed to a call Dynamo cannot resume (GB8335, "generator
+    reconstruction with mutations": the consumer iterates it with next() or stops midway)
+    -> a list comprehension: the items are made first, then consumed."""
+    text = (ctx.site.gb_id + " " + ctx.site.gb_type).lower()
+    if "gb8335" not in text and "generator" not in text:
+        return
+    swaps: dict[cst.CSTNode, object] = {}
+    for n in walk(ctx.stmt):
+        if isinstance(n, cst.Call) and ctx.idx.contains(n, ctx.site.line):
+            for a in n.args:
+                if isinstance(a.value, cst.GeneratorExp) and a.value not in swaps:
+                    g = a.value
+                    # `f(x for x in xs)` has no parentheses of its own: the list's brackets are them
+                    swaps[g] = cst.ListComp(elt=g.elt, for_in=g.for_in)
+    if swaps:
+        yield Rewrite("generator-to-list", "rewrite", "a generator expression argument -> a list comprehension",
+                      "the items are all made before the call consumes them (memory for all at once; a "
+                      "consumer that stops early no longer saves the rest)", {ctx.path: ctx.swap(swaps)})

@@ -512,3 +512,22 @@ def _masked_update_unguarded(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
     yield Rewrite("masked-update-unguarded", "rewrite", f"`if {mask}.any():` around an update through {mask} -> "
                   "the update alone", "the masked update always runs (a no-op when the mask is all False)",
                   {ctx.path: ctx.swap({st: cst.FlattenSentinel(body)})})
+
+
+@rule("assert-tensor")
+def _assert_tensor(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
+    """``assert not t.any()`` (``a and b``, ``not``: Python truth of a tensor, a
+    data-dependent branch) -> ``assert torch.logical_not(t.any())``: an assert on a tensor
+    is one Dynamo compiles into a run-time check; eager still raises AssertionError."""
+    if not isinstance(ctx.stmt, cst.SimpleStatementLine) or len(ctx.stmt.body) != 1 or \
+            not isinstance(ctx.stmt.body[0], cst.Assert) or not re.search(r"[Dd]ata[- ]dependent|GB0170",
+                                                                           ctx.site.gb_type + " " + ctx.site.gb_id):
+        return
+    st = ctx.stmt.body[0]
+    test = where_test(ctx, st.test)
+    if test == ctx.code(st.test):
+        return
+    new = st.with_changes(test=cst.parse_expression(test))
+    yield Rewrite("assert-tensor", "rewrite", "an assert on a tensor's Python truth -> an assert on the tensor",
+                  "checked at run time inside the graph (an AssertionError eagerly, a RuntimeError compiled)",
+                  {ctx.path: add_import(ctx.swap({st: new}), "import torch")})

@@ -209,3 +209,67 @@ def _count_selected(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
     if swaps:
         yield Rewrite("count-selected", "rewrite", "the length of a nonzero() / mask selection -> the mask's count",
                       "the same count without materialising the selection", {ctx.path: ctx.swap(swaps)})
+
+
+class _SameMask(cst.CSTTransformer):
+    """``Y[M]`` -> ``Y`` for the one mask M (by its source); anything else as it is."""
+
+    def __init__(self, ctx: Ctx, mask: str):
+        self.ctx, self.mask, self.found = ctx, mask, 0
+
+    def leave_Subscript(self, original_node: cst.Subscript, updated_node: cst.Subscript) -> cst.BaseExpression:
+        sel = _selection(self.ctx, original_node)
+        if sel is not None and sel[1] == self.mask:
+            self.found += 1
+            return updated_node.value
+        return updated_node
+
+
+# An augmented update through a mask as an in-place op on the whole tensor, and the value
+# that leaves an element unchanged.
+_IN_PLACE = {cst.AddAssign: ("add_", "0"), cst.SubtractAssign: ("sub_", "0"),
+             cst.MultiplyAssign: ("mul_", "1"), cst.DivideAssign: ("div_", "1")}
+
+
+@rule("masked-update-in-place")
+def _masked_update_in_place(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
+    """``X[M] += V`` (``-=``, ``*=``, ``/=``) and ``X[M] = Y[M]`` (GB0036: the selection is
+    read, so its length is data-dependent) -> the same update on the whole tensor, in place:
+    ``X.add_(torch.where(M, V, 0))``, ``X.copy_(torch.where(M, Y, X))`` (a selection by M in
+    the value reads the whole tensor). As is, and with M reshaped over X's trailing dims."""
+    if "GB0036" not in ctx.site.gb_id and "dynamic shape" not in ctx.site.gb_type.lower():
+        return
+    if not isinstance(ctx.stmt, cst.SimpleStatementLine) or len(ctx.stmt.body) != 1:
+        return
+    st = ctx.stmt.body[0]
+    if isinstance(st, cst.AugAssign) and type(st.operator) in _IN_PLACE:
+        target, value = st.target, st.value
+    elif isinstance(st, cst.Assign) and len(st.targets) == 1:
+        target, value = st.targets[0].target, st.value
+    else:
+        return
+    sel = _selection(ctx, target) if isinstance(target, cst.Subscript) else None
+    if sel is None:
+        return
+    x, mask = sel
+    same = _SameMask(ctx, mask)
+    visited = value.visit(same)
+    if not isinstance(visited, cst.BaseExpression):
+        return
+    whole = ctx.code(visited)
+    if isinstance(st, cst.Assign) and not same.found:
+        return   # X[M] = v with a value of its own shape: nothing here reads the selection
+    m = mask if isinstance(cst.parse_expression(mask), (cst.Name, cst.Attribute)) else f"({mask})"
+    for shaped in (False, True):
+        mb = f"{m}.reshape({m}.shape + (1,) * ({x}.dim() - {m}.dim()))" if shaped else m
+        if isinstance(st, cst.AugAssign):
+            op, keep = _IN_PLACE[type(st.operator)]
+            new = f"{x}.{op}(torch.where({mb}, {whole}, {keep}))"
+        else:
+            new = f"{x}.copy_(torch.where({mb}, {whole}, {x}))"
+        line = ctx.stmt.with_changes(body=[cst.Expr(cst.parse_expression(new))])
+        yield Rewrite("masked-update-in-place", "rewrite",
+                      "an update through a boolean mask -> the same update on the whole tensor, in place"
+                      + (", the mask broadcast over trailing dims" if shaped else ""),
+                      "the value is computed for every element (unselected ones keep theirs)",
+                      {ctx.path: add_import(ctx.swap({ctx.stmt: line}), "import torch")})
