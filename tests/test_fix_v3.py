@@ -352,6 +352,8 @@ STRUCTURE_CASES = [
     ("legacy", "LEGACY", "drop-variable", "GB0007", "    return x @ w  # LEGACY"),
     # a generator argument whose items break: a list, made before the consumer iterates it
     ("gen_arg", "GEN_ARG", "generator-to-list", "GB8335", "_running_mean([_row_norm(r) for r in x])"),
+    # a cache hit decided on the host: skipped when compiling (the miss path computes the value)
+    ("memo", "MEMO", "cache-hit-not-compiled", "GB0124", "if not torch.compiler.is_compiling() and n <= self.filled.item():"),
     # a method that only reports returns at once when compiling (it reports nothing on these calls)
     ("reported", "REPORT", "skip-report-when-compiling", "GB0170",
      "        if torch.compiler.is_compiling():  # graphstitch fix: a report, not traced\n            return\n"
@@ -427,6 +429,12 @@ def test_an_update_through_a_mask_over_leading_dims_is_refused_as_is_and_verifie
     _, rw, shaped = _trial_of("tagged", "TAGGED", "masked-update-in-place", "broadcast over trailing dims")
     assert "feats.add_(torch.where((kinds == 1).reshape(" in rw.files[str(RULES_SRC)]
     assert shaped.verified and shaped.after.sites == 0, shaped.why_not
+
+
+def test_a_cache_that_holds_other_values_than_a_miss_computes_is_refused():
+    site, _, f = _trial_of("stale_memo", "MEMO", "cache-hit-not-compiled")
+    assert (site.gb_id, site.line) == ("GB0124", marked_line(RULES_SRC, "MEMO"))
+    assert not f.verified and any("outputs differ from eager" in w for w in f.why_not), f.why_not
 
 
 def test_the_tracer_path_that_computes_something_else_is_refused():

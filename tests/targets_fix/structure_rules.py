@@ -325,7 +325,7 @@ def legacy():
 def _running_mean(values):
     it = iter(values)
     n, acc = 1, next(it)
-    for n, v in enumerate(it, 2):
+    for n, v in enumerate(it, 2):  # noqa: B007 - n is the count after the loop
         acc = acc + v
     return acc / n
 
@@ -342,3 +342,33 @@ def rows_mean(x):
 def gen_arg():
     torch.manual_seed(0)
     return [(rows_mean, (torch.randn(3, 4),), {})]
+
+
+class Memo(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("table", torch.zeros(16, 4))
+        self.register_buffer("filled", torch.tensor(0))
+        self.scale = torch.nn.Parameter(torch.ones(4))
+
+    def forward(self, n: int):
+        if n <= self.filled.item():  # MEMO
+            return self.table[:n]
+        rows = torch.arange(n, dtype=torch.float32)[:, None] * self.scale
+        self.table[:n] = rows.detach()
+        self.filled.fill_(n)
+        return rows
+
+
+def memo():
+    torch.manual_seed(0)
+    m = Memo()
+    return [(m, (6,), {}), (m, (4,), {})]
+
+
+def stale_memo():
+    # A cache that claims rows it never computed: a hit returns zeros, a miss the rows.
+    torch.manual_seed(0)
+    m = Memo()
+    m.filled.fill_(16)
+    return [(m, (6,), {})]

@@ -422,6 +422,36 @@ def _compiling_is_tracing(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
                       "have skipped)", {ctx.path: add_import(ctx.swap(swaps), "import torch")})
 
 
+def _reads_state(node: cst.CSTNode, owner: str) -> bool:
+    """Does NODE read an attribute of OWNER (the method's ``self``)?"""
+    return any(isinstance(n, cst.Attribute) and isinstance(n.value, cst.Name) and n.value.value == owner
+               for n in walk(node))
+
+
+@rule("cache-hit-not-compiled")
+def _cache_hit_not_compiled(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
+    """``if <test on the object's state read as a number>: return <a value the object
+    keeps>``: a cache hit decided on the host. Compiled code skips the shortcut and computes
+    the value as on a miss (``not torch.compiler.is_compiling() and (...)``); the cache is
+    still written, and read by eager callers."""
+    st = ctx.stmt
+    if not isinstance(st, cst.If) or ctx.func is None or not ctx.func.params.params or \
+            not re.search(r"GB0124|GB0170|GB0033|[Dd]ata[- ]dependent|item\(\)", ctx.site.gb_id + " " + ctx.site.gb_type):
+        return
+    owner = ctx.func.params.params[0].name.value
+    ret = _only_return(list(st.body.body) if isinstance(st.body, cst.IndentedBlock) else [])
+    if ret is None or not _reads_state(ret, owner) or not _reads_state(st.test, owner):
+        return
+    test = st.test
+    inner = ctx.code(test) if isinstance(test, (cst.Name, cst.Attribute, cst.Call, cst.Comparison)) or \
+        getattr(test, "lpar", None) else f"({ctx.code(test).strip()})"
+    new = st.with_changes(test=cst.parse_expression(f"not torch.compiler.is_compiling() and {inner}"))
+    yield Rewrite("cache-hit-not-compiled", "rewrite",
+                  "a cache hit decided on the host is skipped when compiling: compiled code computes the value",
+                  "compiled calls recompute what the cache holds (it is still written, and read eagerly)",
+                  {ctx.path: add_import(ctx.swap({st: new}), "import torch")})
+
+
 def _any_of(expr: cst.BaseExpression, ctx: Ctx) -> set[str]:
     """The names M whose ``M.any()`` is false whenever EXPR is: EXPR is ``M.any()`` or an
     ``or`` chain holding it."""
