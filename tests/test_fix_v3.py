@@ -354,6 +354,9 @@ STRUCTURE_CASES = [
     ("gen_arg", "GEN_ARG", "generator-to-list", "GB8335", "_running_mean([_row_norm(r) for r in x])"),
     # a cache hit decided on the host: skipped when compiling (the miss path computes the value)
     ("memo", "MEMO", "cache-hit-not-compiled", "GB0124", "if not torch.compiler.is_compiling() and n <= self.filled.item():"),
+    # a new leaf that requires grad (an accumulator): made without the flag
+    ("penalised", "GRAD_FLAG", "new-tensor-without-grad-flag", "GB0225",
+     "penalty = torch.tensor([0.0], device=x.device)  # GRAD_FLAG"),
     # a method that only reports returns at once when compiling (it reports nothing on these calls)
     ("reported", "REPORT", "skip-report-when-compiling", "GB0170",
      "        if torch.compiler.is_compiling():  # graphstitch fix: a report, not traced\n            return\n"

@@ -372,3 +372,18 @@ def stale_memo():
     m = Memo()
     m.filled.fill_(16)
     return [(m, (6,), {})]
+
+
+class Penalised(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(3, 3)
+
+    def forward(self, x):
+        penalty = torch.tensor([0.0], device=x.device, requires_grad=self.training)  # GRAD_FLAG
+        return penalty + self.proj(x).pow(2).mean()
+
+
+def penalised():
+    torch.manual_seed(0)
+    return [(Penalised(), (torch.randn(2, 3),), {})]

@@ -244,3 +244,24 @@ def _generator_to_list(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
         yield Rewrite("generator-to-list", "rewrite", "a generator expression argument -> a list comprehension",
                       "the items are all made before the call consumes them (memory for all at once; a "
                       "consumer that stops early no longer saves the rest)", {ctx.path: ctx.swap(swaps)})
+
+
+@rule("new-tensor-without-grad-flag")
+def _new_tensor_without_grad_flag(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
+    """A tensor made inside the compiled code with ``requires_grad=...`` (GB0225: Dynamo
+    cannot create a leaf that requires grad), typically a loss accumulator that later terms
+    add to -> the same tensor without the flag: what is added to it carries the gradient."""
+    if "GB0225" not in ctx.site.gb_id and "requires_grad" not in ctx.site.gb_type:
+        return
+    swaps: dict[cst.CSTNode, object] = {}
+    for n in walk(ctx.stmt):
+        if isinstance(n, cst.Call) and ctx.idx.contains(n, ctx.site.line) and \
+                any(a.keyword is not None and a.keyword.value == "requires_grad" for a in n.args):
+            args = [a for a in n.args if not (a.keyword is not None and a.keyword.value == "requires_grad")]
+            if args:
+                args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+            swaps[n] = n.with_changes(args=args)
+    if swaps:
+        yield Rewrite("new-tensor-without-grad-flag", "rewrite", "a new tensor without requires_grad=",
+                      "the new tensor is not a leaf that requires grad: an output only it made require grad no "
+                      "longer does (terms added to it still carry theirs)", {ctx.path: ctx.swap(swaps)})
