@@ -178,6 +178,10 @@ def summary(rows: list[dict], json_path: str | None, *, wall: float | None = Non
         print(f"[{group}] sites with a verified, written patch (re-checked from pristine): "
               f"{written}/{sites_total} = {written / n:.0%}")
         print(f"[{group}] false-verified (verified in trial, refused from pristine): {false_verified}")
+        # Per program too: one program with many sites must not decide the share.
+        breaking = [r for r in mine if r["site_outcomes"]]
+        whole = sum(all(o != "none" and not o.startswith("false-verified") for o in r["site_outcomes"]) for r in breaking)
+        print(f"[{group}] programs with every site verified: {whole}/{len(breaking)}")
         print(f"[{group}] trials per site: {per_site:.1f}s = {per_site / max(mean_census, 1e-9):.2f}x one census "
               f"({mean_census:.1f}s)")
         checked = [r for r in mine if r["match"] is not None]
@@ -188,6 +192,7 @@ def summary(rows: list[dict], json_path: str | None, *, wall: float | None = Non
                     print(f"  differs: {r['program']}: got {','.join(r['site_outcomes']) or 'no site'}, "
                           f"expected {r['expect']}")
         out[group] = {"programs": len(mine), "sites": sites_total, "verified": verified, "written": written,
+                      "programs_all_verified": whole, "breaking_programs": len(breaking),
                       "false_verified": false_verified, "by_strategy": dict(by_strategy),
                       "trials_per_site_s": per_site, "census_s": mean_census}
         false_total += false_verified
