@@ -357,6 +357,8 @@ STRUCTURE_CASES = [
     # a new leaf that requires grad (an accumulator): made without the flag
     ("penalised", "GRAD_FLAG", "new-tensor-without-grad-flag", "GB0225",
      "penalty = torch.tensor([0.0], device=x.device)  # GRAD_FLAG"),
+    # a host-read check -> the same check in the graph
+    ("checked_all", "CHECKED_ALL", "check-tensor-all-async", "GB0124", "torch._assert_async(torch.all(x.abs() < 100))"),
     # a method that only reports returns at once when compiling (it reports nothing on these calls)
     ("reported", "REPORT", "skip-report-when-compiling", "GB0170",
      "        if torch.compiler.is_compiling():  # graphstitch fix: a report, not traced\n            return\n"

@@ -387,3 +387,13 @@ class Penalised(torch.nn.Module):
 def penalised():
     torch.manual_seed(0)
     return [(Penalised(), (torch.randn(2, 3),), {})]
+
+
+def bounded(x):
+    torch._check_tensor_all(x.abs() < 100)  # CHECKED_ALL
+    return x.tanh()
+
+
+def checked_all():
+    torch.manual_seed(0)
+    return [(bounded, (torch.randn(5),), {})]

@@ -265,3 +265,19 @@ def _new_tensor_without_grad_flag(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
         yield Rewrite("new-tensor-without-grad-flag", "rewrite", "a new tensor without requires_grad=",
                       "the new tensor is not a leaf that requires grad: an output only it made require grad no "
                       "longer does (terms added to it still carry theirs)", {ctx.path: ctx.swap(swaps)})
+
+
+@rule("check-tensor-all-async")
+def _check_tensor_all_async(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
+    """``torch._check_tensor_all(cond)`` (it reads the result on the host: ``.item()``,
+    GB0124) -> ``torch._assert_async(torch.all(cond))``: the same check, kept in the graph."""
+    swaps: dict[cst.CSTNode, object] = {}
+    for n in walk(ctx.stmt):
+        if isinstance(n, cst.Call) and ctx.code(n.func) == "torch._check_tensor_all" and n.args and \
+                n.args[0].keyword is None and not n.args[0].star and ctx.idx.contains(n, ctx.site.line):
+            swaps[n] = cst.parse_expression(f"torch._assert_async(torch.all({ctx.code(n.args[0].value)}))")
+    if swaps:
+        yield Rewrite("check-tensor-all-async", "rewrite",
+                      "torch._check_tensor_all(cond) -> torch._assert_async(torch.all(cond))",
+                      "the check's message is not shown when it fails (an assertion error from the graph)",
+                      {ctx.path: ctx.swap(swaps)})
