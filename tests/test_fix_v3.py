@@ -388,23 +388,6 @@ def test_a_report_the_compiled_code_would_drop_is_refused():
     assert not f.verified and any("side effect lost" in w for w in f.why_not), f.why_not
 
 
-def test_a_mask_over_leading_dims_is_refused_as_is_and_verified_broadcast():
-    # x[keep] with keep over rows: `where(keep, x ** 2, 0)` broadcasts keep over columns (the
-    # wrong elements): outputs differ. The mask reshaped over the trailing dims verifies.
-    site, _, plain = _trial_of("row_masked", "ROW_MASK", "masked-reduction")
-    assert (site.gb_id, site.file, site.line) == ("GB0036", str(RULES_SRC), marked_line(RULES_SRC, "ROW_MASK"))
-    assert not plain.verified and any("outputs differ from eager" in w for w in plain.why_not), plain.why_not
-    _, rw, shaped = _trial_of("row_masked", "ROW_MASK", "masked-reduction", "broadcast over trailing dims")
-    assert "keep.reshape(keep.shape + (1,) * (x.dim() - keep.dim()))" in rw.files[str(RULES_SRC)]
-    assert shaped.verified and shaped.after.sites == 0, shaped.why_not
-
-
-def test_an_early_return_of_another_shape_is_refused():
-    site, _, f = _trial_of("early_shape", "EARLY_SHAPE", "if-where-return")
-    assert (site.gb_id, site.line) == ("GB0170", marked_line(RULES_SRC, "EARLY_SHAPE"))
-    assert not f.verified and any("outputs differ from eager" in w for w in f.why_not), f.why_not
-
-
 def test_an_early_return_before_code_run_for_its_effect_is_not_offered(tmp_path):
     # Moving the test to the end would run the print on the early path too.
     prog = tmp_path / "early_print.py"
@@ -425,27 +408,39 @@ def test_a_call_that_writes_into_its_inputs_gets_the_same_fresh_set_as_the_origi
     assert trial.outputs_match_eager and trial.checks.fresh_outputs_match is True, trial.checks
 
 
-def test_an_update_through_a_mask_over_leading_dims_is_refused_as_is_and_verified_broadcast():
-    # feats[kinds == 1] += w: as is, the (2, 3) mask and the (4,) row do not broadcast (the
-    # trial fails); reshaped over the trailing dim it is the same update, verified.
-    site, _, plain = _trial_of("tagged", "TAGGED", "masked-update-in-place")
-    assert (site.gb_id, site.file, site.line) == ("GB0036", str(RULES_SRC), marked_line(RULES_SRC, "TAGGED"))
+# A mask over leading dims: as is, it broadcasts against the wrong dims (outputs differ, or
+# the trial fails); reshaped over the trailing dims it selects what indexing selects.
+BROADCAST_CASES = [
+    ("row_masked", "ROW_MASK", "masked-reduction", "keep.reshape(keep.shape + (1,) * (x.dim() - keep.dim()))"),
+    ("tagged", "TAGGED", "masked-update-in-place", "feats.add_(torch.where((kinds == 1).reshape("),
+]
+
+
+@pytest.mark.parametrize("factory,tag,rule,patched", BROADCAST_CASES, ids=[c[0] for c in BROADCAST_CASES])
+def test_a_mask_over_leading_dims_is_refused_as_is_and_verified_broadcast(factory, tag, rule, patched):
+    site, _, plain = _trial_of(factory, tag, rule)
+    assert (site.gb_id, site.file, site.line) == ("GB0036", str(RULES_SRC), marked_line(RULES_SRC, tag))
     assert not plain.verified, plain.why_not
-    _, rw, shaped = _trial_of("tagged", "TAGGED", "masked-update-in-place", "broadcast over trailing dims")
-    assert "feats.add_(torch.where((kinds == 1).reshape(" in rw.files[str(RULES_SRC)]
+    _, rw, shaped = _trial_of(factory, tag, rule, "broadcast over trailing dims")
+    assert patched in rw.files[str(RULES_SRC)]
     assert shaped.verified and shaped.after.sites == 0, shaped.why_not
 
 
-def test_a_cache_that_holds_other_values_than_a_miss_computes_is_refused():
-    site, _, f = _trial_of("stale_memo", "MEMO", "cache-hit-not-compiled")
-    assert (site.gb_id, site.line) == ("GB0124", marked_line(RULES_SRC, "MEMO"))
-    assert not f.verified and any("outputs differ from eager" in w for w in f.why_not), f.why_not
+# Proposals whose outputs differ from eager: refused by the trial, never by the rule.
+REFUSED_CASES = [
+    # under a tracer this code skips the clamp
+    ("tracer_refused", "TRACER_SKIPS", "compiling-is-tracing", "GB0170"),
+    # the early value is 0-d, the late one a row vector
+    ("early_shape", "EARLY_SHAPE", "if-where-return", "GB0170"),
+    # a cache holding other values than a miss computes
+    ("stale_memo", "MEMO", "cache-hit-not-compiled", "GB0124"),
+]
 
 
-def test_the_tracer_path_that_computes_something_else_is_refused():
-    # Under a tracer this code skips the clamp: compiled outputs would differ from eager.
-    site, _, f = _trial_of("tracer_refused", "TRACER_SKIPS", "compiling-is-tracing")
-    assert (site.gb_id, site.line) == ("GB0170", marked_line(RULES_SRC, "TRACER_SKIPS"))
+@pytest.mark.parametrize("factory,tag,rule,gb", REFUSED_CASES, ids=[c[0] for c in REFUSED_CASES])
+def test_a_proposal_whose_outputs_differ_from_eager_is_refused(factory, tag, rule, gb):
+    site, _, f = _trial_of(factory, tag, rule)
+    assert (site.gb_id, site.line) == (gb, marked_line(RULES_SRC, tag))
     assert not f.verified and any("outputs differ from eager" in w for w in f.why_not), f.why_not
 
 
