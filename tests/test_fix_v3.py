@@ -494,3 +494,12 @@ def test_a_patch_proposed_for_one_site_that_removes_another_is_that_sites_fix_to
     from graphstitch.fix.patches import planned_files
     files = planned_files(best_b, report, Workspace(spec, str(RULES_SRC.parent), str(RULES_SRC.parent)))
     assert "def _forward_eager(self" in files[str(RULES_SRC)]
+
+
+def test_a_config_flag_named_by_dynamos_own_hint_is_tried():
+    # GB0014 (an RNN) names no flag graphstitch knows; Dynamo's hint says allow_rnn=True.
+    report = run_fix(f"{RULES_SRC}:recurrent", OPTS, jobs=2, kinds={"config"}, timeout=300)
+    site = report.sites[0]
+    assert (site.gb_id, site.file, site.line) == ("GB0014", str(RULES_SRC), marked_line(RULES_SRC, "RNN"))
+    best = report.fixes_for(site.id)[0]
+    assert best.verified and best.patches.config == {"allow_rnn": True}, best.why_not

@@ -397,3 +397,19 @@ def bounded(x):
 def checked_all():
     torch.manual_seed(0)
     return [(bounded, (torch.randn(5),), {})]
+
+
+class Recurrent(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.cell = torch.nn.GRU(4, 6, batch_first=True)
+        self.head = torch.nn.Linear(6, 2)
+
+    def forward(self, seq):
+        out, _ = self.cell(seq)  # RNN
+        return self.head(out[:, -1])
+
+
+def recurrent():
+    torch.manual_seed(0)
+    return [(Recurrent().eval(), (torch.randn(2, 5, 4),), {})]

@@ -24,6 +24,7 @@ INVASIVENESS = {"config": 1, "nonstrict_trace": 2, "leaf_function": 3,
                 "custom_op": 4, "allow_in_graph": 5, "disable": 6}
 HATCH_KINDS = ("nonstrict_trace", "leaf_function", "custom_op", "allow_in_graph", "disable")
 _FLAGS = ("capture_scalar_outputs", "capture_dynamic_output_shape_ops", "trace_autograd_ops", "trace_numpy")
+_HINTED_FLAG = re.compile(r"torch\._dynamo\.config\.(\w+)\s*=\s*True\b")
 _LOG_METHODS = ("debug", "info", "warning", "error", "exception", "critical", "log")
 
 
@@ -66,10 +67,13 @@ def candidates(site: Site, project_root: str | None) -> list[Candidate]:
     """What can be tried for this site without editing the user's source."""
     out: list[Candidate] = []
     text = " ".join([site.gb_type, site.explanation] + list(site.hints))
-    for flag in _FLAGS:
-        if flag in text or (flag == "capture_scalar_outputs" and site.gb_id in ("GB0124", "GB0033")) \
-                or (flag == "capture_dynamic_output_shape_ops" and site.gb_id == "GB0036"):
-            out.append(Candidate("config", f"config {flag}=True", Patches(config={flag: True})))
+    flags = [f for f in _FLAGS if f in text or (f == "capture_scalar_outputs" and site.gb_id in ("GB0124", "GB0033"))
+             or (f == "capture_dynamic_output_shape_ops" and site.gb_id == "GB0036")]
+    # A flag Dynamo's own hint names ("Set torch._dynamo.config.allow_rnn=True to ..."): a
+    # flag this torch does not have fails its trial with that reason.
+    flags += [f for f in _HINTED_FLAG.findall(" ".join(site.hints)) if f not in flags]
+    for flag in flags:
+        out.append(Candidate("config", f"config {flag}=True", Patches(config={flag: True})))
     code = site.code or ""
     if re.search(r"\bprint\s*\(", code):
         out.append(Candidate("config", "config reorderable_logging_functions={print}",
