@@ -359,6 +359,8 @@ STRUCTURE_CASES = [
      "penalty = torch.tensor([0.0], device=x.device)  # GRAD_FLAG"),
     # a host-read check -> the same check in the graph
     ("checked_all", "CHECKED_ALL", "check-tensor-all-async", "GB0124", "torch._assert_async(torch.all(x.abs() < 100))"),
+    # torch.equal read on the host in a check: the same test on tensors, raised in the graph
+    ("binary", "EQUAL", "if-raise-check", "GB0033", "torch._assert_async(torch.all(y == y ** 2), "),
     # a method that only reports returns at once when compiling (it reports nothing on these calls)
     ("reported", "REPORT", "skip-report-when-compiling", "GB0170",
      "        if torch.compiler.is_compiling():  # graphstitch fix: a report, not traced\n            return\n"

@@ -413,3 +413,14 @@ class Recurrent(torch.nn.Module):
 def recurrent():
     torch.manual_seed(0)
     return [(Recurrent().eval(), (torch.randn(2, 5, 4),), {})]
+
+
+def binary_share(y):
+    if not torch.equal(y, y ** 2):  # EQUAL
+        raise ValueError("y must hold only 0 and 1")
+    return y.mean()
+
+
+def binary():
+    torch.manual_seed(0)
+    return [(binary_share, ((torch.rand(6) > 0.5).float(),), {})]

@@ -44,7 +44,7 @@ class _TensorBool(cst.CSTTransformer):
     """Python truth on tensors -> tensor logic: ``not t`` -> ``torch.logical_not(t)``,
     ``a and b`` -> ``torch.logical_and(...)``, ``any(f(x) for x in xs)`` ->
     ``torch.stack([f(x) for x in xs]).any()``, ``a if c else b`` -> ``torch.where(c, a, b)``,
-    ``t.item()`` -> ``t``
+    ``t.item()`` -> ``t``, ``torch.equal(a, b)`` -> ``torch.all(a == b)`` (tensors of one shape)
     (``True if c else False`` -> ``c``). Operands that may be Python bools are wrapped in
     ``torch.as_tensor`` (a no-op on a tensor)."""
 
@@ -80,6 +80,13 @@ class _TensorBool(cst.CSTTransformer):
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
         f = updated_node.func
+        args = updated_node.args
+        if self.module.code_for_node(f) == "torch.equal" and len(args) == 2 and not any(a.keyword or a.star
+                                                                                         for a in args):
+            # a Python bool read on the host -> the same test on tensors of one shape
+            self.changed = True
+            a, b = (self.module.code_for_node(x.value) for x in args)
+            return cst.parse_expression(f"torch.all({a} == {b})")
         if isinstance(f, cst.Attribute) and f.attr.value == "item" and not updated_node.args:
             # `t.item()` in a condition: the 0-d tensor compares to the same truth, and stays in the graph
             self.changed = True
@@ -211,7 +218,10 @@ def _if_where(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
         msg = "check failed"
         if isinstance(r.exc, cst.Call) and r.exc.args and isinstance(r.exc.args[0].value, cst.SimpleString):
             msg = ast.literal_eval(r.exc.args[0].value.value)
-        new = cst.parse_statement(f"torch._assert_async(torch.logical_not({test}), {msg!r})\n")
+        t = cst.parse_expression(test)
+        holds = cst.Module([]).code_for_node(t.args[0].value) if isinstance(t, cst.Call) and cst.Module([]).code_for_node(t.func) == \
+            "torch.logical_not" and len(t.args) == 1 else f"torch.logical_not({test})"   # not not c -> c
+        new = cst.parse_statement(f"torch._assert_async({holds}, {msg!r})\n")
         yield Rewrite("if-raise-check", "rewrite", "`if cond: raise` -> torch._assert_async (checked in the graph)",
                       "raises RuntimeError instead of the original exception type",
                       {ctx.path: add_import(ctx.swap({st: new.with_changes(leading_lines=st.leading_lines)}),
