@@ -25,6 +25,9 @@ INVASIVENESS = {"config": 1, "nonstrict_trace": 2, "leaf_function": 3,
 HATCH_KINDS = ("nonstrict_trace", "leaf_function", "custom_op", "allow_in_graph", "disable")
 _FLAGS = ("capture_scalar_outputs", "capture_dynamic_output_shape_ops", "trace_autograd_ops", "trace_numpy")
 _HINTED_FLAG = re.compile(r"torch\._dynamo\.config\.(\w+)\s*=\s*True\b")
+# Hinted flags that make Dynamo skip or silence what the code does instead of tracing it: a
+# trial could pass where state it does not compare was dropped. Never proposed.
+_DROPS_BEHAVIOUR = frozenset({"suppress_errors", "skip_fwd_side_effects_in_bwd_under_checkpoint"})
 _LOG_METHODS = ("debug", "info", "warning", "error", "exception", "critical", "log")
 
 
@@ -71,7 +74,7 @@ def candidates(site: Site, project_root: str | None) -> list[Candidate]:
              or (f == "capture_dynamic_output_shape_ops" and site.gb_id == "GB0036")]
     # A flag Dynamo's own hint names ("Set torch._dynamo.config.allow_rnn=True to ..."): a
     # flag this torch does not have fails its trial with that reason.
-    flags += [f for f in _HINTED_FLAG.findall(" ".join(site.hints)) if f not in flags]
+    flags += [f for f in _HINTED_FLAG.findall(" ".join(site.hints)) if f not in flags and f not in _DROPS_BEHAVIOUR]
     for flag in flags:
         out.append(Candidate("config", f"config {flag}=True", Patches(config={flag: True})))
     code = site.code or ""
