@@ -361,6 +361,17 @@ STRUCTURE_CASES = [
     ("checked_all", "CHECKED_ALL", "check-tensor-all-async", "GB0124", "torch._assert_async(torch.all(x.abs() < 100))"),
     # torch.equal read on the host in a check: the same test on tensors, raised in the graph
     ("binary", "EQUAL", "if-raise-check", "GB0033", "torch._assert_async(torch.all(y == y ** 2), "),
+    # a roll by a tensor's value: the same permutation as a gather, the shift kept a tensor
+    ("rolled", "ROLL", "roll-gather", "GB0124", "signal.index_select(-1, (torch.arange(signal.size(-1), "),
+    # a column picked by a 0-d index tensor (torch reads it as an int): index_select
+    ("columns", "COLUMN", "index-select-tensor", "GB0033", "table.index_select(1, (order[j]).reshape(1)).squeeze(1)"),
+    # a fill value computed from a buffer: zeros plus the 0-d tensor
+    ("mid_riser", "FILL", "full-tensor-fill", "GB0033", "zero = torch.zeros_like(scale).add_((self.levels + 1) / 2)"),
+    # a Python flag tested after a tensor: tested first (the tensor is not read when it is off)
+    ("flagged", "FLAG", "flag-first", "GB0170", "if VERBOSE and torch.isnan(y).any():"),
+    # the element count of a selection: the mask's count times the trailing size
+    ("counted_numel", "NUMEL", "count-selected+item-keep-tensor", "GB0036",
+     "n = ((labels >= 0).sum() * (labels.numel() // (labels >= 0).numel()))"),
     # a method that only reports returns at once when compiling (it reports nothing on these calls)
     ("reported", "REPORT", "skip-report-when-compiling", "GB0170",
      "        if torch.compiler.is_compiling():  # graphstitch fix: a report, not traced\n            return\n"
@@ -380,6 +391,15 @@ def test_a_structural_rule_removes_the_break_with_equal_outputs(factory, tag, ru
         assert "if big.any():" not in text
     left = 1 if factory == "gen_arg" else 0   # the explicit graph_break() in its items stays
     assert f.verified and f.after.sites == left, f.why_not
+
+
+def test_a_flag_that_is_on_leaves_the_tensor_test_and_is_not_verified():
+    # The reordered test still reads the tensor when the flag is on: the break stays on that line.
+    site, _, f = _trial_of("flagged_on", "FLAG_ON", "flag-first")
+    line = marked_line(RULES_SRC, "FLAG_ON")
+    assert (site.gb_id, site.line) == ("GB0170", line)
+    assert not f.verified and any(w.startswith("moved, not removed: new site GB0170") and w.endswith(f":{line}")
+                                  for w in f.why_not), f.why_not
 
 
 def test_a_report_the_compiled_code_would_drop_is_refused():

@@ -424,3 +424,82 @@ def binary_share(y):
 def binary():
     torch.manual_seed(0)
     return [(binary_share, ((torch.rand(6) > 0.5).float(),), {})]
+
+
+def align_to_peak(signal, scores):
+    # rotate the signal so that its strongest lag comes first
+    lag = scores.argmax()
+    return torch.roll(signal, -int(lag), dims=-1)  # ROLL
+
+
+def rolled():
+    torch.manual_seed(0)
+    return [(align_to_peak, (torch.randn(3, 8), torch.randn(8)), {}),
+            (align_to_peak, (torch.randn(3, 8), torch.randn(8)), {})]
+
+
+def top_columns(table, scores):
+    order = scores.argsort(descending=True)
+    picked = torch.stack([table[:, order[j]] for j in range(2)], dim=-1)  # COLUMN
+    return picked.sum(-1)
+
+
+def columns():
+    torch.manual_seed(0)
+    return [(top_columns, (torch.randn(4, 6), torch.randn(6)), {})]
+
+
+class MidRiser(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("levels", torch.tensor(15.0))
+
+    def forward(self, x):
+        scale = x.abs().amax(dim=-1, keepdim=True) / self.levels
+        zero = torch.full_like(scale, (self.levels + 1) / 2)  # FILL
+        return torch.round(x / scale) + zero
+
+
+def mid_riser():
+    torch.manual_seed(0)
+    return [(MidRiser(), (torch.randn(2, 5),), {})]
+
+
+VERBOSE = False
+
+
+def checked_softmax(x):
+    y = x.softmax(-1)
+    if torch.isnan(y).any() and VERBOSE:  # FLAG
+        print("softmax produced a NaN")
+    return y * 2
+
+
+def flagged():
+    torch.manual_seed(0)
+    return [(checked_softmax, (torch.randn(3, 4),), {})]
+
+
+def valid_mean(loss, labels):
+    n = labels[labels >= 0].numel()  # NUMEL
+    return loss.sum() / max(n, 1)
+
+
+def counted_numel():
+    torch.manual_seed(0)
+    return [(valid_mean, (torch.rand(6), torch.tensor([0, -1, 2, 1, -1, 0])), {})]
+
+
+LOUD = True
+
+
+def checked_softmax_loud(x):
+    y = x.softmax(-1)
+    if torch.isnan(y).any() and LOUD:  # FLAG_ON
+        print("softmax produced a NaN")
+    return y * 2
+
+
+def flagged_on():
+    torch.manual_seed(0)
+    return [(checked_softmax_loud, (torch.randn(3, 4),), {})]

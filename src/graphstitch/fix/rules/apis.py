@@ -281,3 +281,134 @@ def _check_tensor_all_async(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
                       "torch._check_tensor_all(cond) -> torch._assert_async(torch.all(cond))",
                       "the check's message is not shown when it fails (an assertion error from the graph)",
                       {ctx.path: ctx.swap(swaps)})
+
+
+# A host read of a tensor value, as Dynamo reports it (GB0124 `.item()`, GB0033 the
+# `_local_scalar_dense` a 0-d index or an int() call is lowered to).
+_HOST_READ = re.compile(r"GB0124|GB0033|item\(\)|data.dependent", re.I)
+
+
+def _host_read(ctx: Ctx) -> bool:
+    return bool(_HOST_READ.search(f"{ctx.site.gb_id} {ctx.site.gb_type} {ctx.site.explanation}"))
+
+
+def _as_tensor(ctx: Ctx, e: cst.BaseExpression) -> str | None:
+    """The source of E with its host reads undone (``int(t)`` -> ``t.long()``, ``t.item()``
+    -> ``t``), or None when E reads nothing from a tensor this way."""
+    class Undo(cst.CSTTransformer):
+        found = 0
+
+        def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
+            f = updated_node.func
+            if isinstance(f, cst.Attribute) and f.attr.value == "item" and not updated_node.args:
+                Undo.found += 1
+                return f.value
+            if isinstance(f, cst.Name) and f.value == "int" and len(updated_node.args) == 1 and \
+                    updated_node.args[0].keyword is None and not updated_node.args[0].star:
+                Undo.found += 1
+                inner = updated_node.args[0].value
+                return cst.parse_expression(f"({cst.Module([]).code_for_node(inner)}).long()")
+            return updated_node
+
+    out = e.visit(Undo())
+    return ctx.module.code_for_node(out) if Undo.found and isinstance(out, cst.BaseExpression) else None
+
+
+@rule("roll-gather")
+def _roll_gather(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
+    """``torch.roll(x, int(t), d)`` with a shift read from a tensor (a host read per call)
+    -> the same permutation as a gather: ``x.index_select(d, (arange(n) - t) % n)``, the
+    shift kept a tensor."""
+    if not _host_read(ctx):
+        return
+    swaps: dict[cst.CSTNode, object] = {}
+    for n in walk(ctx.stmt):
+        if not isinstance(n, cst.Call) or not ctx.idx.contains(n, ctx.site.line) or any(a.star for a in n.args):
+            continue
+        f = ctx.code(n.func)
+        method = isinstance(n.func, cst.Attribute) and n.func.attr.value == "roll" and f != "torch.roll"
+        if f != "torch.roll" and not method:
+            continue
+        pos = ([n.func.value] if method and isinstance(n.func, cst.Attribute) else []) + \
+            [a.value for a in n.args if a.keyword is None]
+        kw = {a.keyword.value: a.value for a in n.args if a.keyword}
+        x = pos[0] if pos else kw.get("input")
+        shift = pos[1] if len(pos) > 1 else kw.get("shifts")
+        dim = pos[2] if len(pos) > 2 else kw.get("dims")
+        if x is None or shift is None or dim is None or not isinstance(x, (cst.Name, cst.Attribute)):
+            continue
+        s, d, xs = _as_tensor(ctx, shift), ctx.code(dim), ctx.code(x)
+        if s is None or not re.fullmatch(r"-?\d+", d.strip()):
+            continue   # a tuple of shifts or dims has no one gather
+        swaps[n] = cst.parse_expression(
+            f"{xs}.index_select({d}, (torch.arange({xs}.size({d}), device={xs}.device) - ({s})) % {xs}.size({d}))")
+    if swaps:
+        yield Rewrite("roll-gather", "rewrite", "torch.roll by a tensor's value -> index_select with a rolled arange",
+                      "a gather instead of a roll (one index tensor per call); the shift stays a tensor",
+                      {ctx.path: add_import(ctx.swap(swaps), "import torch")})
+
+
+@rule("index-select-tensor")
+def _index_select_tensor(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
+    """``x[:, t]`` with a 0-d integer tensor ``t`` (torch reads it back as a Python int:
+    ``_local_scalar_dense``, GB0033) -> ``x.index_select(1, t.reshape(1)).squeeze(1)``: the
+    same slice, the index kept a tensor. Only where every element before it is ``:``."""
+    if "GB0033" not in ctx.site.gb_id and "local_scalar_dense" not in ctx.site.explanation:
+        return
+    swaps: dict[cst.CSTNode, object] = {}
+    for n in walk(ctx.stmt):
+        if not isinstance(n, cst.Subscript) or not ctx.idx.contains(n, ctx.site.line) or n in swaps:
+            continue
+        elems = list(n.slice)
+        k = next((i for i, e in enumerate(elems) if isinstance(e.slice, cst.Index)), None)
+        if k is None or any(not _full(ctx, e.slice) for e in elems[:k]) or \
+                any(not (_full(ctx, e.slice) or ctx.code(e.slice).strip() == "...") for e in elems[k + 1:]):
+            continue
+        idx = elems[k].slice
+        assert isinstance(idx, cst.Index)
+        if idx.star is not None or not isinstance(idx.value, (cst.Subscript, cst.Call)) or (k == 0 and len(elems) == 1):
+            continue   # x[t] alone is as often a list's or dict's item: only x[:, t[i]] / x[:, int(t)]
+        t = _as_tensor(ctx, idx.value) or ctx.code(idx.value)
+        base = ctx.code(n.value)
+        base = base if isinstance(n.value, (cst.Name, cst.Attribute, cst.Subscript, cst.Call)) else f"({base})"
+        swaps[n] = cst.parse_expression(f"{base}.index_select({k}, ({t}).reshape(1)).squeeze({k})")
+    if swaps:
+        yield Rewrite("index-select-tensor", "rewrite", "x[:, t] with a 0-d tensor t -> x.index_select(dim, t)",
+                      "a gather instead of a view (the slice is a copy: writes through it no longer reach x)",
+                      {ctx.path: ctx.swap(swaps)})
+
+
+def _full(ctx: Ctx, s: cst.BaseSlice) -> bool:
+    return isinstance(s, cst.Slice) and s.lower is None and s.upper is None and s.step is None
+
+
+@rule("full-tensor-fill")
+def _full_tensor_fill(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
+    """``torch.full_like(x, v)`` / ``x.new_full(size, v)`` whose fill value is computed from a
+    tensor (read back as a number: GB0033) -> zeros of the same kind plus ``v`` in place:
+    the value stays a tensor and the result keeps the dtype ``full`` gave it."""
+    if not _host_read(ctx):
+        return
+    swaps: dict[cst.CSTNode, object] = {}
+    for n in walk(ctx.stmt):
+        if not isinstance(n, cst.Call) or not ctx.idx.contains(n, ctx.site.line) or any(a.star for a in n.args):
+            continue
+        f = ctx.code(n.func)
+        pos = [a for a in n.args if a.keyword is None]
+        if f == "torch.full_like" and len(pos) == 2:
+            rest = [ctx.code(a) for a in n.args if a.keyword is not None]
+            head = f"torch.zeros_like({', '.join([ctx.code(pos[0].value)] + [r.rstrip(', ') for r in rest])})"
+        elif isinstance(n.func, cst.Attribute) and n.func.attr.value == "new_full" and len(pos) == 2:
+            rest = [ctx.code(a) for a in n.args if a.keyword is not None]
+            head = f"{ctx.code(n.func.value)}.new_zeros({', '.join([ctx.code(pos[0].value)] + [r.rstrip(', ') for r in rest])})"
+        else:
+            continue
+        v = pos[1].value
+        if isinstance(v, (cst.Integer, cst.Float)) or (isinstance(v, cst.UnaryOperation) and
+                                                        isinstance(v.expression, (cst.Integer, cst.Float))):
+            continue
+        swaps[n] = cst.parse_expression(f"{head}.add_({_as_tensor(ctx, v) or ctx.code(v)})")
+    if swaps:
+        yield Rewrite("full-tensor-fill", "rewrite", "full_like(x, v) with a tensor-made v -> zeros_like(x).add_(v)",
+                      "none: the same values and dtype, the fill value kept a tensor",
+                      {ctx.path: add_import(ctx.swap(swaps), "import torch")})

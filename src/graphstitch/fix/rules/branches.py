@@ -571,3 +571,40 @@ def _assert_tensor(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
     yield Rewrite("assert-tensor", "rewrite", "an assert on a tensor's Python truth -> an assert on the tensor",
                   "checked at run time inside the graph (an AssertionError eagerly, a RuntimeError compiled)",
                   {ctx.path: add_import(ctx.swap({st: new}), "import torch")})
+
+
+@rule("flag-first")
+def _flag_first(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
+    """``if <tensor test> and FLAG:`` (``or`` too) -> ``if FLAG and <tensor test>:``: the
+    Python flag decides first, so the tensor is never read when it short-circuits. The truth
+    of an ``and``/``or`` does not depend on the order; only when the tensor test runs does."""
+    if not re.search(r"[Dd]ata[- ]dependent|GB0170|GB0033|GB0124", ctx.site.gb_type + " " + ctx.site.gb_id):
+        return
+    test = getattr(ctx.stmt, "test", None)
+    if test is None and isinstance(ctx.stmt, cst.SimpleStatementLine) and len(ctx.stmt.body) == 1 \
+            and isinstance(ctx.stmt.body[0], cst.Assert):
+        test = ctx.stmt.body[0].test
+    if not isinstance(test, cst.BooleanOperation):
+        return
+    swaps: dict[cst.CSTNode, object] = {}
+    op: cst.BaseExpression = test
+    while isinstance(op, cst.BooleanOperation):   # the chain `a and b and FLAG` nests to the left
+        if _plain(op.right) and not _plain(op.left):
+            flag = op.right.with_changes(lpar=[], rpar=[]) if isinstance(op.right, cst.Name) else op.right
+            left = op.left if op.left.lpar or not isinstance(op.left, cst.BooleanOperation) else \
+                op.left.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+            swaps[op] = op.with_changes(left=flag, right=left)
+            break
+        op = op.left
+    if swaps:
+        yield Rewrite("flag-first", "rewrite", "the Python flag tested before the tensor",
+                      "none: the same truth value; the tensor test runs only when the flag lets it",
+                      {ctx.path: ctx.swap(swaps)})
+
+
+def _plain(e: cst.BaseExpression) -> bool:
+    """A name, an attribute chain or a constant: nothing that computes or reads a tensor."""
+    if isinstance(e, cst.UnaryOperation) and isinstance(e.operator, cst.Not):
+        return _plain(e.expression)
+    return isinstance(e, (cst.Name, cst.Integer, cst.SimpleString)) or \
+        (isinstance(e, cst.Attribute) and _plain(e.value))

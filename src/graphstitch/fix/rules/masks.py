@@ -164,16 +164,18 @@ def _nonzero_of(ctx: Ctx, node: cst.BaseExpression) -> str | None:
 def _count(ctx: Ctx, node: cst.CSTNode) -> tuple[cst.BaseExpression, str] | None:
     """A count of a selection's rows or elements -> (what holds it, the same count as a 0-d
     tensor): ``len(M.nonzero())``, ``M.nonzero().size(0)``/``.shape[0]``/``.numel()``,
-    ``len(X[M])``, ``X[M].size(0)``/``.shape[0]``."""
+    ``len(X[M])``, ``X[M].size(0)``/``.shape[0]``/``.numel()``."""
     def inner(e: cst.BaseExpression, rows: bool) -> str | None:
         m = _nonzero_of(ctx, e)
         if m is not None:
             m = m if isinstance(cst.parse_expression(m), (cst.Name, cst.Attribute, cst.Call)) else f"({m})"
             return f"{m}.count_nonzero()" if rows else f"({m}.count_nonzero() * {m}.dim())"
         sel = _selection(ctx, e)
-        if sel is not None and rows:
+        if sel is not None:
             m = sel[1] if isinstance(cst.parse_expression(sel[1]), (cst.Name, cst.Attribute)) else f"({sel[1]})"
-            return f"{m}.sum()"
+            # X[M] has M.sum() rows of X's trailing dims (M covers X's leading dims)
+            x = sel[0] if isinstance(cst.parse_expression(sel[0]), (cst.Name, cst.Attribute)) else f"({sel[0]})"
+            return f"{m}.sum()" if rows else f"({m}.sum() * ({x}.numel() // {m}.numel()))"
         return None
 
     if isinstance(node, cst.Call) and ctx.code(node.func) == "len" and len(node.args) == 1:
