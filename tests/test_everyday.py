@@ -369,3 +369,48 @@ def test_calls_that_change_their_module_state_match_eager_replayed_on_a_new_buil
         assert p.returncode == 0, p.stderr
         census = __import__("json").loads(out.read_text())
         assert census["outputs_match_eager"] is want, census.get("output_mismatch")
+
+
+OPTIMIZER_ARG = """
+import torch
+
+
+class ClippedSGD(torch.optim.Optimizer):
+    def __init__(self, params, lr=0.1, clip=0.5):
+        super().__init__(params, dict(lr=lr))
+        self.clip = clip   # the subclass's own attribute, not in defaults
+
+    @torch.no_grad()
+    def step(self):
+        for group in self.param_groups:
+            for p in group["params"]:
+                p.add_(p.grad.clamp(-self.clip, self.clip), alpha=-group["lr"])
+
+
+def apply_step(opt, snapshot):
+    with torch.no_grad():
+        for p, p0 in zip(opt.param_groups[0]["params"], snapshot):
+            p.copy_(p0)
+    opt.step()
+    return [p.detach().clone() for p in opt.param_groups[0]["params"]]
+
+
+def target():
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(3, 2)
+    lin(torch.randn(4, 3)).sum().backward()
+    snapshot = [p.detach().clone() for p in lin.parameters()]
+    return [(apply_step, (ClippedSGD(lin.parameters()), snapshot), {})]
+"""
+
+
+def test_an_optimizer_passed_as_an_argument_is_copied_whole_for_the_eager_reference(tmp_path):
+    # Optimizer.__getstate__ keeps defaults, state and param_groups only, and a Parameter's
+    # deepcopy drops its .grad: the eager reference on a deepcopy once failed with
+    # "'ClippedSGD' object has no attribute 'clip'" (exit 1) where the code is fine.
+    (tmp_path / "opt.py").write_text(OPTIMIZER_ARG)
+    out = tmp_path / "opt.json"
+    p = gs("census", f"{tmp_path}/opt.py:target", "--json", out)
+    assert p.returncode == 0, p.stderr
+    census = __import__("json").loads(out.read_text())
+    assert census["error"] is None and census["outputs_match_eager"] is True, census.get("output_mismatch")

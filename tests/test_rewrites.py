@@ -280,6 +280,37 @@ def test_fix_all_writes_a_config_flag_where_no_rewrite_applies(tmp_path, monkeyp
     assert prog.read_text() == MIXED   # nothing written without --apply
 
 
+ALIASED = """import torch as th
+
+
+def loss_and_stat(x):
+    loss = (x ** 2).mean()
+    stat = loss.item()  # ITEM
+    return loss, stat
+
+
+def target():
+    th.manual_seed(0)
+    return [(loss_and_stat, (th.randn(4),), {})]
+"""
+
+
+def test_a_config_line_in_a_module_that_imports_torch_under_another_name_imports_torch(tmp_path, monkeypatch):
+    # `import torch as th` binds `th`, not `torch`: the written `torch._dynamo.config...` line
+    # needs its own `import torch` (it once raised NameError on import: verified in the trial,
+    # where the flag is set in-process, and refused from the written file).
+    from graphstitch.fix.fixall import fix_all
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'p'\n")
+    prog = tmp_path / "prog.py"
+    prog.write_text(ALIASED)
+    monkeypatch.chdir(tmp_path)
+    result, _ = fix_all("prog.py:target", OPTS, jobs=2, timeout=300, project_root=str(tmp_path))
+    assert [(st.strategy, st.label) for st in result.steps] == [("config", f"GB0124 prog.py:{marked_line(prog, 'ITEM')}")]
+    assert " import torch as th\n+import torch\n+torch._dynamo.config." in result.patch
+    assert "+torch._dynamo.config.capture_scalar_outputs = True  # graphstitch fix" in result.patch
+    assert result.verified and result.final.sites == 0, result.why_not
+
+
 def test_warning_is_a_side_effect_kept_by_reorderable_config_and_lost_by_ignore():
     # warnings.warn in the compiled function: deferring it (reorderable_logging_functions)
     # keeps the warning at run time, verified; ignoring it removes the break too, but the

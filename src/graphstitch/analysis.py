@@ -604,6 +604,9 @@ def _identify(cause: RecompileCause, raw: str, fr: StackFrame | None, sites: lis
                             else StackEntry(fr.file, fr.line, fn, f"argument of {fn}()"))
 
 
+_LIMIT_RE = re.compile(r"recompile limit|cache_size_limit|cache size limit", re.I)
+
+
 def _limit_hits(col: _Collected, c: Census) -> list[LimitHit]:
     """Frames refused at recompile_limit (or the accumulated limit): they run eagerly from
     that call on whenever no cache entry matches."""
@@ -612,7 +615,7 @@ def _limit_hits(col: _Collected, c: Census) -> list[LimitHit]:
     for sf in c.skipped_frames:
         m = col.metrics.get(sf.compile_id)
         text = " ".join(x for x in (sf.reason, m.fail_reason if m else "") if x)
-        if not re.search(r"recompile limit|cache_size_limit|cache size limit", text, re.I):
+        if not _LIMIT_RE.search(text):
             continue
         limit = "accumulated_recompile_limit" if "accumulated" in text.lower() else "recompile_limit"
         at = col.at.get(sf.compile_id)
@@ -640,6 +643,11 @@ def _frames(col: _Collected, root: str | None) -> tuple[list[FrameCompile], list
                                    m.fail_type if m else None, _qualname(fr)))
         if m and m.fail_type:
             reason = (m.fail_reason or "").strip().splitlines()
+            at = col.at.get(cid)
+            if at is not None and at[0] < 0 and _LIMIT_RE.search(" ".join([m.fail_type, *reason])):
+                # a recompile limit reached on `fix`'s own fresh-input check (calls the user never
+                # makes; how many it makes varies): as for limit hits, not the user's skipped frame
+                continue
             fn = original_name(fr.function)
             span = col.span(cid)
             d = coverage.function_at(fr.file, fr.line, fn)

@@ -284,7 +284,7 @@ def run_calls(cap: Capture, calls: Sequence[Call], opts: Options,
     elif opts.check_eager:
         for _, args, kwargs in calls:
             try:
-                copies.append(copy.deepcopy((args, kwargs)))
+                copies.append(copy_inputs((args, kwargs)))
             except Exception:  # noqa: BLE001 - e.g. a generator: cannot check this call
                 copies.append(_NOT_CHECKED)
 
@@ -520,9 +520,41 @@ _NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
 
 def _copy_or_none(x: Any) -> Any:
     try:
-        return copy.deepcopy(x)
+        return copy_inputs(x)
     except Exception:  # noqa: BLE001 - e.g. a generator: no second eager run for it
         return None
+
+
+def copy_inputs(x: Any) -> Any:
+    """A deep copy of call arguments that keeps each tensor's ``.grad``: a Parameter's
+    deepcopy drops it, so a copied optimizer (its params' grads set by the factory) would
+    step on nothing, and its eager run differ from the compiled one on the originals."""
+    memo: dict[int, Any] = {}
+    for opt in _optimizers(x):
+        # Optimizer.__getstate__ keeps defaults, state and param_groups only: a subclass's own
+        # attributes (set in its __init__) would be missing from a deepcopy. Its whole __dict__.
+        new = memo[id(opt)] = object.__new__(type(opt))
+        new.__dict__.update(copy.deepcopy(opt.__dict__, memo))
+        memo.setdefault(id(memo), []).append(opt)
+    out = copy.deepcopy(x, memo)
+    for orig in memo.get(id(memo), ()):   # deepcopy keeps every copied original alive here
+        if isinstance(orig, torch.Tensor) and orig.grad is not None:
+            twin = memo.get(id(orig))
+            if isinstance(twin, torch.Tensor) and twin is not orig and twin.grad is None:
+                twin.grad = orig.grad.detach().clone()
+    return out
+
+
+def _optimizers(x: Any, depth: int = 0) -> Iterator[torch.optim.Optimizer]:
+    """Optimizers among call arguments (in tuples, lists and dicts, a few levels deep)."""
+    if isinstance(x, torch.optim.Optimizer):
+        yield x
+    elif depth < 4 and isinstance(x, (list, tuple)):
+        for v in x:
+            yield from _optimizers(v, depth + 1)
+    elif depth < 4 and isinstance(x, dict):
+        for v in x.values():
+            yield from _optimizers(v, depth + 1)
 
 
 def _fresh_check(cap: Capture, calls: Sequence[Call], compiled: dict[int, Callable[..., Any]],
@@ -605,19 +637,7 @@ def _compare_fresh(fresh: Sequence[Call], ref: Sequence[Call],
             with _effects(eff_c):
                 got = compiled[id(fn)](*args, **kwargs)
             if eff_e != eff_c and again is not None and again_c is not None:
-                # Does eager itself print the same twice (a wall-clock time does not)? Then
-                # the numbers are compared masked, but the compiled code must vary too: a
-                # value frozen at trace time (a time.time() traced once) is not the same code.
-                eff_e2: list[str] = []
-                eff_c2: list[str] = []
-                _seed()
-                with _effects(eff_e2):
-                    rfn(*again[0], **again[1])
-                _seed()
-                with _effects(eff_c2):
-                    compiled[id(fn)](*again_c[0], **again_c[1])
-                if eff_e2 != eff_e and eff_c2 != eff_c:
-                    eff_e, eff_c = [_NUMBER.sub("#", e) for e in eff_e], [_NUMBER.sub("#", e) for e in eff_c]
+                eff_e, eff_c = _settle_effects(rfn, compiled[id(fn)], again, again_c, eff_e, eff_c)
         except Exception as e:  # noqa: BLE001
             checks.fresh_error = f"{type(e).__name__}: {str(e).strip()[:300]}"
             checks.fresh_outputs_match = False
@@ -630,6 +650,37 @@ def _compare_fresh(fresh: Sequence[Call], ref: Sequence[Call],
             checks.side_effects_kept = False
             checks.side_effects = SideEffects(i, eff_e[:5], eff_c[:5])
     return checks, None
+
+
+def _settle_effects(rfn: Callable[..., Any], cfn: Callable[..., Any], again: Any, again_c: Any,
+                    eff_e: list[str], eff_c: list[str]) -> tuple[list[str], list[str]]:
+    """Printed text that differs between eager and compiled: a value both read from a clock
+    (``int(steps / (time.time() - t0))``), or a report lost or frozen. Up to three more pairs
+    of runs on copies of the inputs: a pair that prints the same shows the clock's doing;
+    when both sides vary the numbers are compared masked; a compiled side that never varies
+    while eager does froze a value at trace time (a ``time.time()`` traced once): the
+    difference stands. A single re-run decided this once, and a clock read to whole units
+    (the same twice by chance) made the verdict flip between runs."""
+    seen_e, seen_c = {tuple(eff_e)}, {tuple(eff_c)}
+    for _ in range(3):
+        a, ac = _copy_or_none(again), _copy_or_none(again_c)
+        if a is None or ac is None:
+            break
+        e2: list[str] = []
+        c2: list[str] = []
+        _seed()
+        with _effects(e2):
+            rfn(*a[0], **a[1])
+        _seed()
+        with _effects(c2):
+            cfn(*ac[0], **ac[1])
+        if e2 == c2:
+            return e2, c2
+        seen_e.add(tuple(e2))
+        seen_c.add(tuple(c2))
+    if len(seen_e) > 1 and len(seen_c) > 1:
+        return [_NUMBER.sub("#", e) for e in eff_e], [_NUMBER.sub("#", e) for e in eff_c]
+    return eff_e, eff_c
 
 
 def census_calls(fn: Callable[..., Any] | None, calls: Sequence[Any], *, backend: str = "counting",

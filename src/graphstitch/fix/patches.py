@@ -24,7 +24,7 @@ from ..targets import Options, Patches, target_file
 from .candidates import Candidate
 from .rules import proposals, user_frames
 from .trials import CauseFix, Fix, FixReport, evaluate
-from .workspace import Workspace, after_imports, config_text, keep_end, unified_diff
+from .workspace import Workspace, after_imports, binds, config_text, keep_end, unified_diff
 
 WRITABLE_KINDS = ("config", "nonstrict_trace", "disable")
 
@@ -134,7 +134,7 @@ def plan_patch(patches: Patches, wrapped: str | None, site: Site, tfile: str, ro
     top = after_imports(tree)
 
     def imports(mods: list[str]) -> list[str]:
-        return [f"import {m}\n" for m in ["torch", *mods] if not re.search(rf"^import {re.escape(m)}\b", old, re.M)]
+        return [f"import {m}\n" for m in ["torch", *mods] if not binds(tree, m)]
 
     if wrap is None:
         return path, old, config_text(patches, old)

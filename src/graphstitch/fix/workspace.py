@@ -17,7 +17,6 @@ import contextlib
 import dataclasses
 import difflib
 import os
-import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -177,10 +176,18 @@ def config_text(patches: Patches, old: str) -> str:
     lines = old.splitlines(keepends=True)
     if lines and not lines[-1].endswith("\n"):
         lines[-1] += "\n"
-    top = after_imports(ast.parse(old))
+    tree = ast.parse(old)
+    top = after_imports(tree)
     cfg, needs = _config_lines(patches)
-    add = [f"import {m}\n" for m in ["torch", *needs] if not re.search(rf"^import {re.escape(m)}\b", old, re.M)]
+    add = [f"import {m}\n" for m in ["torch", *needs] if not binds(tree, m)]
     return keep_end(old, "".join(lines[:top] + add + [ln + "\n" for ln in cfg] + lines[top:]))
+
+
+def binds(tree: ast.Module, name: str) -> bool:
+    """Whether a module-level import binds NAME itself (``import torch``, ``import torch.nn``;
+    not ``import torch as th``, which binds ``th``)."""
+    return any(isinstance(n, ast.Import) and any(a.asname is None and (a.name == name or a.name.startswith(name + "."))
+                                                 for a in n.names) for n in tree.body)
 
 
 def keep_end(old: str, new: str) -> str:
