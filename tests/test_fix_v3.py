@@ -372,6 +372,8 @@ STRUCTURE_CASES = [
     # the element count of a selection: the mask's count times the trailing size
     ("counted_numel", "NUMEL", "count-selected+item-keep-tensor", "GB0036",
      "n = ((labels >= 0).sum() * (labels.numel() // (labels >= 0).numel()))"),
+    # a factory that runs backward() itself: the trial's reference build runs with autograd on
+    ("grad_factory", "GRAD_FACTORY", "if-where", "GB0170", "ratio = torch.where("),
     # a method that only reports returns at once when compiling (it reports nothing on these calls)
     ("reported", "REPORT", "skip-report-when-compiling", "GB0170",
      "        if torch.compiler.is_compiling():  # graphstitch fix: a report, not traced\n            return\n"

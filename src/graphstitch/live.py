@@ -735,8 +735,10 @@ def census_target(spec: str, opts: Options, sink: Sink | None = None, *, project
 
 
 def load_calls_or_raise(spec: str) -> list[Call]:
-    """The target's calls again, from a new factory call (its exit raises SystemExit)."""
-    return make_calls(load_factory(spec), spec)
+    """The target's calls again, from a new factory call (its exit raises SystemExit), with
+    autograd on as the user's script has it (this runs inside the census's ``no_grad``)."""
+    with torch.enable_grad():
+        return make_calls(load_factory(spec), spec)
 
 
 def exit_code(e: SystemExit, *, quiet: bool = False) -> int:

@@ -430,7 +430,8 @@ def census_of_calls(job: Job, ctx: Context, calls: list[Any] | ErrorInfo, target
 
 def _seeded_calls(factory: Callable[[], Any], spec: str) -> list[Any]:
     """A rewrite trial calls the original's and the patched factory: an unseeded factory
-    must make the same random inputs for both."""
+    must make the same random inputs for both. It runs as the user's script runs it, with
+    autograd on (the reference is made inside the census's ``no_grad``)."""
     import random
 
     import torch
@@ -440,7 +441,8 @@ def _seeded_calls(factory: Callable[[], Any], spec: str) -> list[Any]:
     torch.manual_seed(0)
     if "numpy" in sys.modules:
         sys.modules["numpy"].random.seed(0)
-    return make_calls(factory, spec)
+    with torch.enable_grad():   # called again inside the census's no_grad: a factory may run backward()
+        return make_calls(factory, spec)
 
 
 def run_setup(job: Job, calls: list[Any]) -> dict[str, Any]:
