@@ -374,6 +374,11 @@ STRUCTURE_CASES = [
      "n = ((labels >= 0).sum() * (labels.numel() // (labels >= 0).numel()))"),
     # a factory that runs backward() itself: the trial's reference build runs with autograd on
     ("grad_factory", "GRAD_FACTORY", "if-where", "GB0170", "ratio = torch.where("),
+    # a warnings-filter context (a subclass of catch_warnings) not entered while compiling
+    ("hushed", "HUSH_ENTER", "warnings-context-when-compiling", "GB0007",
+     "with (contextlib.nullcontext() if torch.compiler.is_compiling() else hush()):"),
+    # numpy on a Python number (a size from a shape): math
+    ("np_scalar", "NP_SCALAR", "numpy-scalar-math", "GB0208", "n = int(math.ceil(math.log2(x.shape[-1])))"),
     # a method that only reports returns at once when compiling (it reports nothing on these calls)
     ("reported", "REPORT", "skip-report-when-compiling", "GB0170",
      "        if torch.compiler.is_compiling():  # graphstitch fix: a report, not traced\n            return\n"
@@ -402,6 +407,13 @@ def test_a_flag_that_is_on_leaves_the_tensor_test_and_is_not_verified():
     assert (site.gb_id, site.line) == ("GB0170", line)
     assert not f.verified and any(w.startswith("moved, not removed: new site GB0170") and w.endswith(f":{line}")
                                   for w in f.why_not), f.why_not
+
+
+def test_a_warnings_context_that_silences_the_body_is_not_verified():
+    # Under compile the context is not entered: the warning it silenced eagerly is shown.
+    site, _, f = _trial_of("muted", "MUTE_ENTER", "warnings-context-when-compiling")
+    assert (site.gb_id, site.line) == ("GB0007", marked_line(RULES_SRC, "MUTE_ENTER"))
+    assert not f.verified and any(w.startswith("side effect") for w in f.why_not), f.why_not
 
 
 def test_a_report_the_compiled_code_would_drop_is_refused():

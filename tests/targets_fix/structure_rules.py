@@ -1,6 +1,9 @@
 """Shapes of code the structural rules key on (tests/test_fix_v3.py), one factory each.
 Written for the tests, not taken from the corpus: the names here are deliberately unlike
 those of the fix corpus and the unseen set."""
+import warnings
+
+import numpy as np
 import torch
 
 
@@ -519,3 +522,52 @@ def grad_factory():
     lin = torch.nn.Linear(3, 2)
     lin(torch.randn(4, 3)).sum().backward()   # the factory itself runs autograd
     return [(grad_ratio, (lin.weight.grad.clone(), lin.weight.detach().clone()), {})]
+
+
+class hush(warnings.catch_warnings):
+    """Silences user warnings while a size is read (a filter change Dynamo cannot trace)."""
+
+    def __enter__(self):
+        out = super().__enter__()  # HUSH_ENTER
+        warnings.simplefilter("ignore", category=UserWarning)
+        return out
+
+
+def fold_rows(x, rows):
+    with hush():  # HUSH
+        rows = int(rows)
+    return x.reshape(rows, -1).sum(0)
+
+
+def hushed():
+    torch.manual_seed(0)
+    return [(fold_rows, (torch.randn(4, 6), 2), {}), (fold_rows, (torch.randn(4, 6), 4), {})]
+
+
+def log_buckets(x):
+    n = np.ceil(np.log2(x.shape[-1])).astype(int).item()  # NP_SCALAR
+    return x[..., :n] * 2
+
+
+def np_scalar():
+    torch.manual_seed(0)
+    return [(log_buckets, (torch.randn(3, 10),), {})]
+
+
+class mute(warnings.catch_warnings):
+    def __enter__(self):
+        out = super().__enter__()  # MUTE_ENTER
+        warnings.simplefilter("ignore")
+        return out
+
+
+def noisy_rows(x, rows):
+    with mute():
+        warnings.warn("rows read on the host", stacklevel=2)   # silenced: eager shows nothing
+        rows = int(rows)
+    return x.reshape(rows, -1).sum(0)
+
+
+def muted():
+    torch.manual_seed(0)
+    return [(noisy_rows, (torch.randn(4, 6), 2), {})]

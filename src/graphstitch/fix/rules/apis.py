@@ -412,3 +412,52 @@ def _full_tensor_fill(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
         yield Rewrite("full-tensor-fill", "rewrite", "full_like(x, v) with a tensor-made v -> zeros_like(x).add_(v)",
                       "none: the same values and dtype, the fill value kept a tensor",
                       {ctx.path: add_import(ctx.swap(swaps), "import torch")})
+
+
+# numpy functions of one Python number with a `math` twin (Dynamo runs numpy on scalars as
+# 0-d tensors: `.astype(...).item()` is then a host read, or an op returning a non-tensor).
+_MATH_TWINS = {"log": "math.log", "log2": "math.log2", "log10": "math.log10", "log1p": "math.log1p",
+               "exp": "math.exp", "expm1": "math.expm1", "sqrt": "math.sqrt", "ceil": "math.ceil",
+               "floor": "math.floor", "trunc": "math.trunc", "sin": "math.sin", "cos": "math.cos",
+               "tan": "math.tan", "tanh": "math.tanh", "abs": "abs", "fabs": "math.fabs"}
+_NP_INT = re.compile(r"""['"]?(?:np\.|numpy\.)?u?int(?:8|16|32|64)?['"]?$""")
+
+
+@rule("numpy-scalar-math")
+def _numpy_scalar_math(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
+    """numpy on Python numbers (``np.ceil(np.log(n)).astype('int').item()``: sizes computed
+    from shapes) -> the same in ``math`` (``int(math.ceil(math.log(n)))``): plain Python
+    numbers Dynamo folds while tracing. A tensor's values (``t.numpy()``) are numpy-torch's."""
+    if "numpy" in ctx.code(ctx.stmt) and ".numpy()" in ctx.code(ctx.stmt):
+        return
+
+    def conv(e: cst.BaseExpression) -> str | None:
+        """E's math form, when E is a numpy scalar expression this rule knows."""
+        if isinstance(e, cst.Call) and isinstance(e.func, cst.Attribute):
+            base, attr = e.func.value, e.func.attr.value
+            if attr == "item" and not e.args:
+                return conv(base)
+            if attr == "astype" and len(e.args) == 1 and _NP_INT.match(ctx.code(e.args[0].value)):
+                inner = conv(base)
+                return f"int({inner})" if inner is not None else None
+            m = re.fullmatch(r"(?:np|numpy)\.(\w+)", ctx.code(e.func))
+            if m and m.group(1) in _MATH_TWINS and len(e.args) == 1 and not e.args[0].keyword and not e.args[0].star:
+                arg = conv(e.args[0].value) or ctx.code(e.args[0].value)
+                if any(isinstance(n, cst.Call) and ctx.code(n.func).startswith(("np.", "numpy."))
+                       for n in walk(cst.parse_expression(arg))):
+                    return None   # an argument left in numpy: not all scalars here
+                return f"{_MATH_TWINS[m.group(1)]}({arg})"
+        return None
+
+    swaps: dict[cst.CSTNode, object] = {}
+    for n in walk(ctx.stmt):
+        if n in swaps or any(n in set(walk(o)) for o in swaps) or not isinstance(n, cst.Call) or \
+                not ctx.idx.contains(n, ctx.site.line):
+            continue
+        got = conv(n)
+        if got is not None and ctx.code(n).startswith(("np.", "numpy.")) or (got is not None and ".item()" in ctx.code(n)):
+            swaps[n] = cst.parse_expression(got)
+    if swaps:
+        yield Rewrite("numpy-scalar-math", "rewrite", "numpy on Python numbers -> math",
+                      "none: the same value as a Python number (math's float rounding equals numpy's for "
+                      "these functions)", {ctx.path: add_import(ctx.swap(swaps), "import math")})

@@ -272,3 +272,39 @@ def _skip_report_when_compiling(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
                   "compiled calls do not report (eager calls still do)",
                   {ctx.path: add_import(ctx.swap({first: lambda upd: cst.FlattenSentinel([guard, upd])}),
                                         "import torch")})
+
+
+@rule("warnings-context-when-compiling")
+def _warnings_context_when_compiling(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
+    """``with catch_warnings():`` (or a class of this module that subclasses it: a filter
+    that silences tracer warnings around a shape read) -> not entered while compiling:
+    ``with contextlib.nullcontext() if torch.compiler.is_compiling() else C():``. Dynamo
+    cannot trace the filter change (``_warnings._filters_mutated``); a warning the body emits
+    unsilenced under compile is a side effect the trial sees. Every such ``with`` of the
+    module at once: a break inside ``__enter__`` is reported for each of them."""
+    mod = ctx.module
+    classes = {n.name.value for n in mod.body if isinstance(n, cst.ClassDef)
+               and any(ctx.code(b.value).endswith("catch_warnings") for b in n.bases)}
+    wanted = {"warnings.catch_warnings", "catch_warnings", *classes}
+    site_items = [it for it in getattr(ctx.stmt, "items", ()) if isinstance(it.item, cst.Call)]
+    in_enter = ctx.func is not None and ctx.func.name.value in ("__enter__", "__exit__") and \
+        (cls := ctx.idx.enclosing(ctx.func, cst.ClassDef)) is not None and \
+        isinstance(cls, cst.ClassDef) and cls.name.value in classes
+    on_with = any(ctx.code(it.item.func) in wanted for it in site_items if isinstance(it.item, cst.Call))
+    if not (in_enter or on_with or ("warnings" in ctx.site.explanation and site_items)):
+        return
+    if not on_with and not in_enter:   # Dynamo names the warnings machinery: this with's own contexts
+        wanted |= {ctx.code(it.item.func) for it in site_items if isinstance(it.item, cst.Call)}
+    swaps: dict[cst.CSTNode, object] = {}
+    for n in walk(mod):
+        if isinstance(n, cst.With):
+            for it in n.items:
+                # (`as w` binds the recorded warnings, which a null context would not give)
+                if isinstance(it.item, cst.Call) and ctx.code(it.item.func) in wanted and it.asname is None:
+                    swaps[it.item] = cst.parse_expression(
+                        f"(contextlib.nullcontext() if torch.compiler.is_compiling() else {ctx.code(it.item)})")
+    if swaps:
+        yield Rewrite("warnings-context-when-compiling", "rewrite",
+                      "a warnings-filter context not entered while compiling",
+                      "compiled code does not change the warning filters (a warning the body emits is shown)",
+                      {ctx.path: add_import(add_import(ctx.swap(swaps), "import contextlib"), "import torch")})
