@@ -536,7 +536,7 @@ class hush(warnings.catch_warnings):
 def fold_rows(x, rows):
     with hush():  # HUSH
         rows = int(rows)
-    return x.reshape(rows, -1).sum(0)
+    return x.view(rows, -1).sum(0)
 
 
 def hushed():
@@ -565,7 +565,7 @@ def noisy_rows(x, rows):
     with mute():
         warnings.warn("rows read on the host")  # noqa: B028 - attributed to this line: silenced eagerly
         rows = int(rows)
-    return x.reshape(rows, -1).sum(0)
+    return x.view(rows, -1).sum(0)
 
 
 def muted():
