@@ -172,6 +172,20 @@ def _scipy_special_torch(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
                       "against eager outputs)", {ctx.path: add_import(ctx.swap(swaps), "import torch")})
 
 
+def torch_call_args(ctx: Ctx, n: cst.Call, name: str, params: tuple[str, ...]
+                    ) -> list[cst.BaseExpression | None] | None:
+    """The arguments of ``torch.NAME(...)`` or ``x.NAME(...)`` (x the first) bound to PARAMS
+    by position or keyword (None where not given), or None when N is another call."""
+    f = ctx.code(n.func)
+    method = isinstance(n.func, cst.Attribute) and n.func.attr.value == name and f != f"torch.{name}"
+    if (f != f"torch.{name}" and not method) or any(a.star for a in n.args):
+        return None
+    pos = ([n.func.value] if method and isinstance(n.func, cst.Attribute) else []) + \
+        [a.value for a in n.args if a.keyword is None]
+    kw = {a.keyword.value: a.value for a in n.args if a.keyword}
+    return [pos[i] if i < len(pos) else kw.get(p) for i, p in enumerate(params)]
+
+
 @rule("bincount-fixed-length")
 def _bincount_fixed_length(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
     """``torch.bincount(x, weights, minlength=m)`` (a data-dependent output length) -> counts
@@ -181,18 +195,10 @@ def _bincount_fixed_length(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
     for n in walk(ctx.stmt):
         if not isinstance(n, cst.Call) or not ctx.idx.contains(n, ctx.site.line):
             continue
-        f = ctx.code(n.func)
-        method = isinstance(n.func, cst.Attribute) and n.func.attr.value == "bincount" and f != "torch.bincount"
-        if f != "torch.bincount" and not method:
+        bound = torch_call_args(ctx, n, "bincount", ("input", "weights", "minlength"))
+        if bound is None:
             continue
-        args = [a for a in n.args if not a.keyword]
-        kw = {a.keyword.value: a.value for a in n.args if a.keyword}
-        if any(a.star for a in n.args):
-            continue
-        pos = ([n.func.value] if method and isinstance(n.func, cst.Attribute) else []) + [a.value for a in args]
-        x = pos[0] if pos else kw.get("input")
-        weights = pos[1] if len(pos) > 1 else kw.get("weights")
-        length = pos[2] if len(pos) > 2 else kw.get("minlength")
+        x, weights, length = bound
         if x is None or length is None:
             yield Refusal("bincount-fixed-length", "bincount without minlength: its length is the data's maximum")
             return
@@ -323,18 +329,12 @@ def _roll_gather(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
         return
     swaps: dict[cst.CSTNode, object] = {}
     for n in walk(ctx.stmt):
-        if not isinstance(n, cst.Call) or not ctx.idx.contains(n, ctx.site.line) or any(a.star for a in n.args):
+        if not isinstance(n, cst.Call) or not ctx.idx.contains(n, ctx.site.line):
             continue
-        f = ctx.code(n.func)
-        method = isinstance(n.func, cst.Attribute) and n.func.attr.value == "roll" and f != "torch.roll"
-        if f != "torch.roll" and not method:
+        bound = torch_call_args(ctx, n, "roll", ("input", "shifts", "dims"))
+        if bound is None:
             continue
-        pos = ([n.func.value] if method and isinstance(n.func, cst.Attribute) else []) + \
-            [a.value for a in n.args if a.keyword is None]
-        kw = {a.keyword.value: a.value for a in n.args if a.keyword}
-        x = pos[0] if pos else kw.get("input")
-        shift = pos[1] if len(pos) > 1 else kw.get("shifts")
-        dim = pos[2] if len(pos) > 2 else kw.get("dims")
+        x, shift, dim = bound
         if x is None or shift is None or dim is None or not isinstance(x, (cst.Name, cst.Attribute)):
             continue
         s, d, xs = _as_tensor(ctx, shift), ctx.code(dim), ctx.code(x)
