@@ -1,6 +1,7 @@
 """Shapes of code the structural rules key on (tests/test_fix_v3.py), one factory each.
 Written for the tests, not taken from the corpus: the names here are deliberately unlike
 those of the fix corpus and the unseen set."""
+import time
 import warnings
 
 import numpy as np
@@ -571,3 +572,17 @@ def noisy_rows(x, rows):
 def muted():
     torch.manual_seed(0)
     return [(noisy_rows, (torch.randn(4, 6), 2), {})]
+
+
+def paced(x, t0):
+    print("run started at", round(t0, 3))   # a number that differs between two builds
+    if x.sum() > 0:  # PACED
+        y = x * 2
+    else:
+        y = -x
+    return y
+
+
+def paced_factory():
+    torch.manual_seed(0)
+    return [(paced, (torch.randn(4), time.time()), {})]
