@@ -415,7 +415,7 @@ def test_a_warnings_context_that_silences_the_body_is_not_verified():
     # Under compile the context is not entered: the warning it silenced eagerly is shown.
     site, _, f = _trial_of("muted", "MUTE_ENTER", "warnings-context-when-compiling")
     assert (site.gb_id, site.line) == ("GB0007", marked_line(RULES_SRC, "MUTE_ENTER"))
-    assert not f.verified and any(w.startswith("side effect") for w in f.why_not), f.why_not
+    assert not f.verified and any(w.startswith("side effect added") for w in f.why_not), f.why_not
 
 
 def test_a_report_the_compiled_code_would_drop_is_refused():

@@ -168,7 +168,7 @@ def test_print_rewrite_that_changes_the_printed_text_is_refused():
     f = evaluate(site, Candidate(rw.strategy, rw.label, Patches(), rw), base,
                  Workspace(spec_of("print_debug"), str(ROOT), str(ROOT)).census(OPTS, rw.files, 300))
     assert f.site_gone and f.outputs_match and f.side_effects_kept is False and not f.verified
-    assert f.why_not == ["side effect lost at run time (call 0: eager 1 print/log, compiled 1)"]
+    assert f.why_not == ["side effect changed at run time (call 0: eager 1 print/log, compiled 1)"]
 
 
 # ----------------------------------------------------------------------------- bad input

@@ -268,7 +268,10 @@ def evaluate(site: Site, cand: Candidate, base: Census, trial: Census, read: Rea
             why.append("drops the log record at run time by design (whenever its level is enabled): never verified")
         if effects is False:
             se = trial.checks.side_effects
-            why.append(f"side effect lost at run time (call {se.call if se else '?'}: eager "
+            # fewer reports than eager: lost; more: added; as many with other text: changed
+            how = "lost" if se is None or len(se.eager) > len(se.compiled) else \
+                "added" if len(se.eager) < len(se.compiled) else "changed"
+            why.append(f"side effect {how} at run time (call {se.call if se else '?'}: eager "
                        f"{len(se.eager) if se else '?'} print/log, compiled {len(se.compiled) if se else '?'})")
     rw = cand.rewrite
     return Fix(site.id, site_label(site.id, site.line), cand.label, cand.kind, cand.patches, not why,
