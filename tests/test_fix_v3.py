@@ -541,3 +541,49 @@ def test_a_config_flag_named_by_dynamos_own_hint_is_tried():
     assert (site.gb_id, site.file, site.line) == ("GB0014", str(RULES_SRC), marked_line(RULES_SRC, "RNN"))
     best = report.fixes_for(site.id)[0]
     assert best.verified and best.patches.config == {"allow_rnn": True}, best.why_not
+
+
+# ----------------------------------------------------------------------------- region splits on real code shapes
+
+def test_a_split_whose_gap_is_the_returning_tail_verifies():
+    # The break is two calls deep in a host-side tally; the compiled forward's statement that
+    # reaches it is its `return`: the gap is the tail, the glue returns what it returns.
+    site, rw, f = _trial_of("tail_split", "TALLY", "region-split")
+    assert (site.gb_id, site.file, site.line) == ("GB0036", str(RULES_SRC), marked_line(RULES_SRC, "TALLY"))
+    ret = marked_line(RULES_SRC, "TAIL")
+    assert f"ScoredHead.forward runs line {ret} eagerly" in rw.label
+    assert "        return self._forward_eager(labels, scores)\n" in rw.files[str(RULES_SRC)]
+    assert f.verified and f.after.sites == 0 and f.after.graphs == 1, f.why_not
+
+
+def test_a_split_with_two_gaps_compiles_what_lies_between():
+    # Two checks that print, with a layer between them: two eager gaps, three compiled parts.
+    site, rw, f = _trial_of("two_gaps", "CHECK_A", "region-split")
+    a, b = marked_line(RULES_SRC, "CHECK_A"), marked_line(RULES_SRC, "CHECK_B")
+    assert (site.gb_id, site.line) == ("GB0170", a)
+    assert f"TwoChecks.forward runs lines {a}–{a + 1}, {b}–{b + 1} eagerly" in rw.label, rw.label
+    text = rw.files[str(RULES_SRC)]
+    assert "h = self._forward_between(h)" in text and "self._forward_eager2(h)" in text
+    assert f.verified and f.after.sites == 0 and f.side_effects_kept, f.why_not
+
+
+def test_a_callee_compiled_alone_is_split_at_the_function_the_user_compiled():
+    # After the print breaks, the callee runs as its own compiled frame and the host read
+    # there is a break of *that* entry, which no factory compiles: the split goes to the
+    # function the factory compiles, whose returning call becomes the gap.
+    site, rw, f = _trial_of("outer_split", "PAIRS", "entry-split")
+    assert (site.gb_id, site.line, site.nesting_depth) == ("GB0109", marked_line(RULES_SRC, "PAIRS"), 1)
+    assert rw.label.startswith(f"region split: mine_pairs() runs line {marked_line(RULES_SRC, 'TOP')}")
+    assert f.verified and f.after.sites == 0 and f.side_effects_kept, f.why_not
+
+
+def test_a_split_is_refused_when_a_part_before_the_last_returns(tmp_path):
+    # An early return before the gap: the glue could not tell it from falling through.
+    prog = tmp_path / "early_split.py"
+    prog.write_text(RULES_SRC.read_text().replace(
+        "        h = self.a(x)\n", "        h = self.a(x)\n        if x.shape[0] == 0:\n            return h.sum(-1)\n"))
+    base = census_target(f"{prog}:two_gaps", OPTS, project_root=str(tmp_path))
+    site = next(s for s in base.sites if s.line == marked_line(prog, "CHECK_A"))
+    props, refused = proposals(site, str(tmp_path), target_file=str(prog), factory="two_gaps", sites=base.sites)
+    assert not any(p.rule == "region-split" for p in props)
+    assert any(r.rule == "region-split" and "before the last part returns" in r.reason for r in refused), refused

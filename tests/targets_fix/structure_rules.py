@@ -586,3 +586,81 @@ def paced(x, t0):
 def paced_factory():
     torch.manual_seed(0)
     return [(paced, (torch.randn(4), time.time()), {})]
+
+
+# ----- region splits over real code shapes (a returning tail, gaps apart, a callee compiled alone)
+
+TALLIES: dict[str, float] = {}
+
+
+def tally_hits(scores, labels):
+    """Records a hit rate on the host (a metrics helper returning nothing)."""
+    picked = scores.argmax(1)
+    hits = (picked == labels).nonzero().numel()  # TALLY
+    TALLIES["hit_rate"] = hits / labels.numel()
+
+
+class ScoredHead(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(6, 4)
+
+    def scored_loss(self, scores, labels):
+        tally_hits(scores, labels)
+        return torch.nn.functional.cross_entropy(scores, labels)
+
+    def forward(self, x, labels):
+        scores = self.proj(x).relu()
+        return self.scored_loss(scores, labels)  # TAIL
+
+
+def tail_split():
+    torch.manual_seed(0)
+    head = ScoredHead()
+    return [(head, (torch.randn(5, 6), torch.tensor([0, 1, 2, 3, 0])), {}),
+            (head, (torch.randn(5, 6), torch.tensor([3, 3, 1, 0, 2])), {})]
+
+
+class TwoChecks(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(4, 4)
+        self.b = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = self.a(x)
+        if h.max() > 10:  # CHECK_A
+            print("large activations after a")
+        h = self.b(h.tanh())
+        if h.min() < -10:  # CHECK_B
+            print("small activations after b")
+        return h.sum(-1)
+
+
+def two_gaps():
+    torch.manual_seed(0)
+    m = TwoChecks()
+    return [(m, (torch.randn(3, 4),), {}), (m, (torch.randn(2, 4) * 50,), {})]
+
+
+def top_pairs(emb, k):
+    print("mining", tuple(emb.shape))  # MINING
+    sims = emb @ emb.t()
+    vals = sims.topk(k, dim=1).values.tolist()  # PAIRS
+    best = []
+    for row in vals:
+        for v in row:
+            best.append(v)
+    return sorted(best, reverse=True)[:k]
+
+
+def mine_pairs(tokens, table):
+    emb = table[tokens].mean(1)
+    return top_pairs(emb, 2)  # TOP
+
+
+def outer_split():
+    torch.manual_seed(0)
+    table = torch.randn(10, 4)
+    return [(mine_pairs, (torch.tensor([[1, 2], [3, 4], [5, 6]]), table), {}),
+            (mine_pairs, (torch.tensor([[7, 8], [9, 1], [2, 2]]), table), {})]

@@ -24,10 +24,23 @@ def _region_split(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
     before the break and after it move into methods Dynamo compiles as their own frames, and
     the break's statements into a ``torch.compiler.disable`` method between them. The eager
     gap stays, now explicit, with no break event. Neighbouring top-level statements that hold
-    other sites of the same entry join the gap (they would break in a compiled part)."""
+    other sites of the same entry join the gap (they would break in a compiled part).
+
+    The entry is the frame Dynamo was compiling at the break; when that is a function its
+    caller ran eagerly (after an earlier break), the outermost frame, the function the user
+    compiled, is split instead when the first gives no patch."""
+    entry = entry_frame(ctx.site)
+    frames = user_frames(ctx.site)
+    first = list(_split_at(ctx, entry)) if entry is not None else []
+    yield from first
+    if frames and frames[0] != entry and not any(isinstance(r, Rewrite) for r in first):
+        yield from _split_at(ctx, frames[0])
+
+
+def _split_at(ctx: Ctx, entry: StackEntry) -> Iterator[Rewrite | Refusal]:
+    """The split of the function of frame ENTRY."""
     site, sites = ctx.site, ctx.sites
-    entry = entry_frame(site)
-    if entry is None or not in_project(entry.file, ctx.root) or not os.path.isfile(entry.file):
+    if not in_project(entry.file, ctx.root) or not os.path.isfile(entry.file):
         return
     try:
         idx = ctx.idx if entry.file == ctx.path else Index(MetadataWrapper(cst.parse_module(ctx.read(entry.file))))
@@ -66,30 +79,38 @@ def _region_split(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
                                                                         *func.params.params]), body=func.body)
         cls = synth.with_changes(body=synth.body.with_changes(body=[func]))
     body: list[cst.BaseStatement] = [st for st in func.body.body if isinstance(st, cst.BaseStatement)]
-    lines = {fr.line for fr in map(entry_frame, sites)
-             if fr is not None and fr.file == entry.file and fr.function == entry.function} | {entry.line}
+    # Every site whose stack passes through this function joins the gap: it would break in a
+    # compiled part (a comprehension's site has its own frame above the entry's).
+    lines = {fr.line for s in sites for fr in user_frames(s)
+             if fr.file == entry.file and fr.function == entry.function} | {entry.line}
     holds = [any(idx.contains(st, ln) for ln in lines) for st in body]
-    k = holds.index(True) if True in holds else -1
-    if k < 0:
+    runs = _eager_runs(body, holds)
+    if not runs:
         return
-    j = k
-    while j + 1 < len(body) and holds[j + 1]:
-        j += 1
     fp = func.params
     stars = [a for a in (fp.star_arg, fp.star_kwarg) if isinstance(a, cst.Param)]
     # every parameter by name (a *args tuple or **kwargs dict is passed on as one value)
     params = [p.name.value for p in [*fp.posonly_params, *fp.params, *stars, *fp.kwonly_params]]
 
-    def build(j: int) -> Rewrite | Refusal:
-        before, gap, after = body[:k], body[k:j + 1], body[j + 1:]
-        if any(_returns(st) for st in before + gap):
-            return Refusal("region-split", "a statement before or at the break returns; forward cannot be split there")
-        if not _computes(before) and not _computes(after):
-            return Refusal("region-split", "nothing before or after the break computes: the whole forward would run "
-                           "eagerly")
+    def build(runs: list[tuple[int, int]]) -> Rewrite | Refusal:
+        # the body as alternating parts: compiled (False) and eager gaps (True)
+        parts: list[tuple[bool, list[cst.BaseStatement]]] = []
+        pos = 0
+        for k, j in runs:
+            if pos < k:
+                parts.append((False, body[pos:k]))
+            parts.append((True, body[k:j + 1]))
+            pos = j + 1
+        if pos < len(body):
+            parts.append((False, body[pos:]))
+        if any(_yields(st) for st in body):
+            return Refusal("region-split", "the function yields (a generator); it cannot be split")
+        if any(_returns(st) for _, stmts in parts[:-1] for st in stmts):
+            return Refusal("region-split", "a statement before the last part returns; forward cannot be split there")
+        if not any(_computes(stmts) for eager, stmts in parts if not eager):
+            return Refusal("region-split", "nothing before, between or after the breaks computes: the whole forward "
+                           "would run eagerly")
         self_name = params[0]
-        bound_before = bound(before)
-        reads_gap, reads_after = reads(gap, idx.parents), reads(after, idx.parents)
         taken = {n.name.value for n in cls.body.body if isinstance(n, cst.FunctionDef)}
 
         def method(stem: str) -> str:
@@ -116,33 +137,26 @@ def _region_split(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
 
         glue: list[cst.BaseStatement] = []
         new_methods: list[cst.FunctionDef] = []
-
-        def call(name: str, ins: list[str], outs: list[str], ret: bool = False) -> None:
-            head = "return " if ret else (f"{', '.join(outs)} = " if outs else "")
+        avail = set(params)     # the names the glue holds so far
+        for i, (eager, stmts) in enumerate(parts):
+            last = i == len(parts) - 1
+            if last and not eager and not _computes(stmts):
+                # `return loss`: stays in the glue
+                glue += [st.with_changes(leading_lines=[]) if isinstance(st, cst.SimpleStatementLine) else st
+                         for st in stmts]
+                break
+            name = method("eager" if eager else "before" if i == 0 else "after" if last else "between")
+            ins = order(avail, stmts)
+            # the last part returns what the function returns (None when it falls off the end)
+            outs = [] if last else order(bound(stmts) & reads([st for _, ss in parts[i + 1:] for st in ss],
+                                                               idx.parents), stmts)
+            hatch = "torch.compiler.disable  # graphstitch fix: runs eagerly, between the compiled parts" \
+                if eager else None
+            new_methods.append(helper(name, ins, stmts, None if last else outs, hatch))
+            head = "return " if last else (f"{', '.join(outs)} = " if outs else "")
             glue.append(cst.parse_statement(f"{head}{self_name}.{name}({', '.join(ins)})\n"))
             taken.add(name)
-
-        if before:
-            name = method("before")
-            ins = order(set(params), before)
-            outs = order(bound_before & (reads_gap | reads_after), before)
-            new_methods.append(helper(name, ins, before, outs, None))
-            call(name, ins, outs)
-        name = method("eager")
-        ins = order(set(params) | bound_before, gap)
-        outs = order(bound(gap) & reads_after, gap)
-        new_methods.append(helper(name, ins, gap, outs,
-                                  "torch.compiler.disable  # graphstitch fix: runs eagerly, between the compiled parts"))
-        call(name, ins, outs)
-        if after:
-            if _computes(after):
-                name = method("after")
-                ins = order(set(params) | bound_before | bound(gap), after)
-                new_methods.append(helper(name, ins, after, None, None))
-                call(name, ins, [], ret=True)
-            else:
-                glue += [st.with_changes(leading_lines=[]) if isinstance(st, cst.SimpleStatementLine) else st
-                         for st in after]
+            avail |= bound(stmts)
         deco = cst.Decorator(cst.parse_expression("torch.compiler.disable(recursive=False)"),
                              trailing_whitespace=cst.TrailingWhitespace(
                                  whitespace=cst.SimpleWhitespace("  "),
@@ -154,11 +168,13 @@ def _region_split(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
             if func.decorators and fn_entry is None else []
         new_func = func.with_changes(decorators=[*outer, *func.decorators, deco] if outer else [deco],
                                      body=func.body.with_changes(body=glue))
-        gap_lines = f"{idx.pos[gap[0]]}" + (f"–{idx.pos[gap[-1]]}" if len(gap) > 1 else "")
+        spans = [f"{idx.pos[body[k]]}" + (f"–{idx.end[body[j]]}" if idx.end[body[j]] > idx.pos[body[k]] else "")
+                 for k, j in runs]
+        gap_lines = ("line " if len(spans) == 1 else "lines ") + ", ".join(spans)
         if fn_entry is None:
             code = swap_code(idx.module, {func: cst.FlattenSentinel([new_func, *new_methods])})
             return Rewrite("region-split", "split",
-                           f"region split: {cls.name.value}.forward runs line {gap_lines} eagerly, the rest compiles "
+                           f"region split: {cls.name.value}.forward runs {gap_lines} eagerly, the rest compiles "
                            "in separate methods",
                            "the eager gap stays, explicit: no break event, one graph per compiled part",
                            {entry.file: add_import(code, "import torch")})
@@ -169,20 +185,35 @@ def _region_split(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
         if isinstance(files, Refusal):
             return files
         return Rewrite("entry-split", "split",
-                       f"region split: {fn_entry.name.value}() runs line {gap_lines} eagerly; the factory compiles "
+                       f"region split: {fn_entry.name.value}() runs {gap_lines} eagerly; the factory compiles "
                        f"{cls.name.value}, a module of its parts, instead",
                        "the eager gap stays, explicit; your own code compiles the module instead of the function "
                        "(the split belongs at your torch.compile call)", files)
 
-    first = build(j)
+    first = build(runs)
     yield first
-    # The statement after the gap reads what the gap made (a PackedSequence, numpy arrays):
-    # it may break in a compiled part too, so the gap one statement longer is tried as well.
-    if isinstance(first, Rewrite) and j + 2 < len(body) \
-            and bound(body[k:j + 1]) & reads([body[j + 1]], idx.parents):
-        longer = build(j + 1)
-        if isinstance(longer, Rewrite):
-            yield longer
+    # The statement after a gap reads what the gap made (a PackedSequence, numpy arrays): it
+    # may break in a compiled part too, so gaps one statement longer are tried as well.
+    longer = [(k, j + 1) if j + 1 < len(body) and not holds[j + 1]
+              and bound(body[k:j + 1]) & reads([body[j + 1]], idx.parents) else (k, j) for k, j in runs]
+    if isinstance(first, Rewrite) and longer != runs and longer[-1][1] + 1 < len(body):
+        second = build(_eager_runs(body, [any(k <= i <= j for k, j in longer) for i in range(len(body))]))
+        if isinstance(second, Rewrite):
+            yield second
+
+
+def _eager_runs(body: Sequence[cst.BaseStatement], holds: Sequence[bool]) -> list[tuple[int, int]]:
+    """The gaps: runs of the statements that hold sites (first, last index); two runs with
+    nothing that computes between them are one (a `global`, a constant)."""
+    runs: list[tuple[int, int]] = []
+    for i, h in enumerate(holds):
+        if not h:
+            continue
+        if runs and not _computes(body[runs[-1][1] + 1:i]):
+            runs[-1] = (runs[-1][0], i)
+        else:
+            runs.append((i, i))
+    return runs
 
 
 def _caller_compiles(ctx: Ctx, path: str, code: str, fn: str, cls: str) -> dict[str, str] | Refusal:
@@ -242,6 +273,10 @@ def _def_at(idx: Index, frame: StackEntry) -> cst.FunctionDef | None:
 
 def _returns(st: cst.CSTNode) -> bool:
     return any(isinstance(n, (cst.Return, cst.Yield)) for n in walk_no_defs(st))
+
+
+def _yields(st: cst.CSTNode) -> bool:
+    return any(isinstance(n, cst.Yield) for n in walk_no_defs(st))
 
 
 def _computes(stmts: Sequence[cst.BaseStatement]) -> bool:
