@@ -6,14 +6,14 @@ own frames. The split that is left is an eager gap with no break event."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper
 
 from ...model import StackEntry
 from ...paths import in_project
-from .base import Ctx, Refusal, Rewrite, entry_frame, rule, user_frames
+from .base import Ctx, Refusal, Rewrite, entry_frame, is_scope_frame, rule, user_frames
 from .syntax import Index, add_import, bound, reads, swap_code, walk, walk_no_defs
 
 
@@ -35,11 +35,21 @@ def _region_split(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
     yield from first
     if frames and frames[0] != entry and not any(isinstance(r, Rewrite) for r in first):
         yield from _split_at(ctx, frames[0])
+    # A break in a method the compiled forward calls (at any depth): the frames from the
+    # entry down to it run as glue under disable(recursive=False), so what they call still
+    # compiles, and that method splits: the entry's other work is not made eager with it.
+    chain = [fr for fr in frames[frames.index(entry):] if not is_scope_frame(fr.function)] \
+        if entry is not None and entry in frames else []
+    if len(chain) >= 2 and chain[0].function == "forward":
+        yield from _split_at(ctx, chain[-1], chain[:-1])
 
 
-def _split_at(ctx: Ctx, entry: StackEntry) -> Iterator[Rewrite | Refusal]:
-    """The split of the function of frame ENTRY."""
+def _split_at(ctx: Ctx, entry: StackEntry, chain: Sequence[StackEntry] = ()) -> Iterator[Rewrite | Refusal]:
+    """The split of the function of frame ENTRY; with CHAIN (the frames that call it, from
+    the compiled entry down), a method split in place, its callers made eager glue."""
     site, sites = ctx.site, ctx.sites
+    if chain and not all(in_project(fr.file, ctx.root) and os.path.isfile(fr.file) for fr in chain):
+        return
     if not in_project(entry.file, ctx.root) or not os.path.isfile(entry.file):
         return
     try:
@@ -48,7 +58,8 @@ def _split_at(ctx: Ctx, entry: StackEntry) -> Iterator[Rewrite | Refusal]:
         return
     func = _def_at(idx, entry)
     frames = user_frames(site)
-    nxt = frames[frames.index(entry) + 1] if entry.function != "forward" and entry in frames[:-1] else None
+    nxt = frames[frames.index(entry) + 1] if entry.function != "forward" and entry in frames[:-1] and not chain \
+        else None
     if nxt is not None and nxt.function == "forward" and nxt.file == entry.file:
         # The compiled frame is a decorator's wrapper around a module's forward (a library's
         # `@can_return_tuple`): the forward is what splits.
@@ -59,7 +70,10 @@ def _split_at(ctx: Ctx, entry: StackEntry) -> Iterator[Rewrite | Refusal]:
         return
     cls = idx.parents.get(idx.parents.get(func, func), None)
     fn_entry: cst.FunctionDef | None = None     # a function entry: split into a module the caller compiles
-    if entry.function != "forward" or not isinstance(cls, cst.ClassDef):
+    if chain:
+        if not isinstance(cls, cst.ClassDef) or func.decorators or not func.params.params:
+            return
+    elif entry.function != "forward" or not isinstance(cls, cst.ClassDef):
         if not isinstance(idx.parents.get(func), cst.Module) or func.decorators or not ctx.factory \
                 or not ctx.target_file:
             return
@@ -113,10 +127,12 @@ def _split_at(ctx: Ctx, entry: StackEntry) -> Iterator[Rewrite | Refusal]:
         self_name = params[0]
         taken = {n.name.value for n in cls.body.body if isinstance(n, cst.FunctionDef)}
 
+        prefix = "_forward_" if func.name.value == "forward" else f"_{func.name.value.strip('_')}_"
+
         def method(stem: str) -> str:
-            name, n = f"_forward_{stem}", 2
+            name, n = f"{prefix}{stem}", 2
             while name in taken:
-                name, n = f"_forward_{stem}{n}", n + 1
+                name, n = f"{prefix}{stem}{n}", n + 1
             return name
 
         def order(names: set[str], stmts: list[cst.BaseStatement]) -> list[str]:
@@ -171,6 +187,21 @@ def _split_at(ctx: Ctx, entry: StackEntry) -> Iterator[Rewrite | Refusal]:
         spans = [f"{idx.pos[body[k]]}" + (f"–{idx.end[body[j]]}" if idx.end[body[j]] > idx.pos[body[k]] else "")
                  for k, j in runs]
         gap_lines = ("line " if len(spans) == 1 else "lines ") + ", ".join(spans)
+        if chain:
+            glued = _glue_chain(idx, entry.file, func, chain, ctx.read)
+            if isinstance(glued, Refusal):
+                return glued
+            code = swap_code(idx.module, {func: cst.FlattenSentinel([new_func, *new_methods]),
+                                          **glued.pop(entry.file, (idx, {}))[1]})
+            return Rewrite("region-split", "split",
+                           f"region split: {cls.name.value}.{func.name.value} runs {gap_lines} eagerly, the rest "
+                           f"compiles in separate methods; its callers {', '.join(fr.function for fr in chain)} run as "
+                           "eager glue",
+                           "the eager gap stays, explicit; the callers' own tensor code runs eagerly (what they call "
+                           "compiles)",
+                           {entry.file: add_import(code, "import torch"),
+                            **{f: add_import(swap_code(fidx.module, sw), "import torch")
+                               for f, (fidx, sw) in glued.items()}})
         if fn_entry is None:
             code = swap_code(idx.module, {func: cst.FlattenSentinel([new_func, *new_methods])})
             return Rewrite("region-split", "split",
@@ -200,6 +231,36 @@ def _split_at(ctx: Ctx, entry: StackEntry) -> Iterator[Rewrite | Refusal]:
         second = build(_eager_runs(body, [any(k <= i <= j for k, j in longer) for i in range(len(body))]))
         if isinstance(second, Rewrite):
             yield second
+
+
+def _parse(path: str, read: Callable[[str], str]) -> Index:
+    return Index(MetadataWrapper(cst.parse_module(read(path))))
+
+
+def _glue_chain(idx: Index, path: str, func: cst.FunctionDef, chain: Sequence[StackEntry],
+                read: Callable[[str], str]) -> dict[str, tuple[Index, dict[cst.CSTNode, object]]] | Refusal:
+    """Per file, its syntax and the defs of CHAIN's frames there with
+    ``disable(recursive=False)`` added (PATH, the file FUNC is in, is IDX)."""
+    out: dict[str, tuple[Index, dict[cst.CSTNode, object]]] = {}
+    for fr in chain:
+        try:
+            fidx = idx if fr.file == path else out[fr.file][0] if fr.file in out else _parse(fr.file, read)
+        except (cst.ParserSyntaxError, SyntaxError, OSError):
+            return Refusal("region-split", f"{fr.file} does not parse")
+        d = _def_at(fidx, fr)
+        if d is None or d is func or (fr.file == path and (idx.contains(d, idx.pos[func]) or
+                                                             idx.contains(func, fidx.pos[d]))):
+            return Refusal("region-split", f"{fr.function}() at {fr.file}:{fr.line} is not a def apart from the "
+                           "split method")
+        glue = cst.Decorator(cst.parse_expression("torch.compiler.disable(recursive=False)"),
+                             trailing_whitespace=cst.TrailingWhitespace(
+                                 whitespace=cst.SimpleWhitespace("  "),
+                                 comment=cst.Comment("# graphstitch fix: eager glue, what it calls compiles")))
+        # a decorated def: its wrapper is the frame Dynamo sees, so it is glue too
+        decos = [glue, *d.decorators, glue.with_changes(trailing_whitespace=cst.TrailingWhitespace())] \
+            if d.decorators else [glue]
+        out.setdefault(fr.file, (fidx, {}))[1][d] = d.with_changes(decorators=decos)
+    return out
 
 
 def _eager_runs(body: Sequence[cst.BaseStatement], holds: Sequence[bool]) -> list[tuple[int, int]]:
