@@ -587,3 +587,25 @@ def test_a_split_is_refused_when_a_part_before_the_last_returns(tmp_path):
     props, refused = proposals(site, str(tmp_path), target_file=str(prog), factory="two_gaps", sites=base.sites)
     assert not any(p.rule == "region-split" for p in props)
     assert any(r.rule == "region-split" and "before the last part returns" in r.reason for r in refused), refused
+
+
+def test_a_break_in_a_called_method_splits_that_method_and_its_callers_become_glue():
+    # The check sits in a submodule's forward. The chain split keeps the submodule's layers
+    # compiled on both sides of the gap; the compiled entry above it becomes eager glue.
+    site, rw, f = _trial_of("chained", "CLIP", "region-split", "its callers forward")
+    assert (site.gb_id, site.line, site.nesting_depth) == ("GB0170", marked_line(RULES_SRC, "CLIP"), 2)
+    assert [fr.function for fr in site.stack if fr.file == str(RULES_SRC)] == ["forward", "forward"]
+    text = rw.files[str(RULES_SRC)]
+    clipper = text.split("class Clipper")[1].split("class ClippedNet")[0]
+    assert "return self._forward_after(h)" in clipper and "def _forward_eager(self, h)" in clipper
+    assert "@torch.compiler.disable(recursive=False)  # graphstitch fix: eager glue" in \
+        text.split("class ClippedNet")[1].split("def chained")[0]
+    assert f.verified and f.after.sites == 0 and f.side_effects_kept, f.why_not
+
+
+def test_a_chain_split_of_a_method_also_called_from_compiled_code_is_refused():
+    # `again` calls the split method too, and is compiled as its own frame: the call to the
+    # glue breaks there, a new site, so the patch is not verified.
+    site, _, f = _trial_of("chained_twice", "CLIP", "region-split", "its callers forward")
+    assert (site.gb_id, site.line) == ("GB0170", marked_line(RULES_SRC, "CLIP"))
+    assert not f.verified and any(w.startswith("moved, not removed") for w in f.why_not), f.why_not

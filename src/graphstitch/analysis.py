@@ -393,6 +393,9 @@ def _sites(col: _Collected, root: str | None) -> list[Site]:
                 qualname=coverage.qualname(at.file, at.line, function))
         else:
             s.events += 1
+            if depth > s.nesting_depth and len(r.traceback) > len(s.stack):
+                # the deepest report's stack reads from the outermost compiled frame down
+                s.stack = [StackEntry(fr.file, fr.line, fr.function, fr.code, _qualname(fr)) for fr in r.traceback]
             s.nesting_depth = max(s.nesting_depth, depth)
             s.frame_skipped = s.frame_skipped or skipped
             s.compile_ids.append(r.compile_id)

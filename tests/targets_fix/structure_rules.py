@@ -664,3 +664,50 @@ def outer_split():
     table = torch.randn(10, 4)
     return [(mine_pairs, (torch.tensor([[1, 2], [3, 4], [5, 6]]), table), {}),
             (mine_pairs, (torch.tensor([[7, 8], [9, 1], [2, 2]]), table), {})]
+
+
+class Clipper(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = torch.nn.Linear(4, 4)
+        self.outer = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = self.inner(x)
+        if h.abs().max() > 3:  # CLIP
+            print("clipping activations")
+        return self.outer(h.clamp(-3, 3))
+
+
+class ClippedNet(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.pre = torch.nn.Linear(4, 4)
+        self.clip = Clipper()
+
+    def forward(self, x):
+        y = self.pre(x).relu()
+        z = self.clip(y)
+        return z.softmax(-1)
+
+
+def chained():
+    torch.manual_seed(0)
+    net = ClippedNet()
+    return [(net, (torch.randn(3, 4),), {}), (net, (torch.randn(3, 4) * 40,), {})]
+
+
+class ClippedTwice(ClippedNet):
+    def again(self, z):
+        return self.clip(z * 0.5)  # AGAIN
+
+    def forward(self, x):
+        y = self.pre(x).relu()
+        z = self.clip(y)
+        return self.again(z).softmax(-1)
+
+
+def chained_twice():
+    torch.manual_seed(0)
+    net = ClippedTwice()
+    return [(net, (torch.randn(3, 4),), {}), (net, (torch.randn(3, 4) * 40,), {})]

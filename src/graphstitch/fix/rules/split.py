@@ -38,8 +38,9 @@ def _region_split(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
     # A break in a method the compiled forward calls (at any depth): the frames from the
     # entry down to it run as glue under disable(recursive=False), so what they call still
     # compiles, and that method splits: the entry's other work is not made eager with it.
-    chain = [fr for fr in frames[frames.index(entry):] if not is_scope_frame(fr.function)] \
-        if entry is not None and entry in frames else []
+    # (a stack shorter than the nesting depth starts below the entry: from its first frame)
+    top = frames.index(entry) if entry in frames else 0
+    chain = [fr for fr in frames[top:] if not is_scope_frame(fr.function)]
     if len(chain) >= 2 and chain[0].function == "forward":
         yield from _split_at(ctx, chain[-1], chain[:-1])
 
