@@ -609,3 +609,16 @@ def test_a_chain_split_of_a_method_also_called_from_compiled_code_is_refused():
     site, _, f = _trial_of("chained_twice", "CLIP", "region-split", "its callers forward")
     assert (site.gb_id, site.line) == ("GB0170", marked_line(RULES_SRC, "CLIP"))
     assert not f.verified and any(w.startswith("moved, not removed") for w in f.why_not), f.why_not
+
+
+def test_a_decode_loop_stays_in_python_and_each_step_compiles():
+    # `torch.compile(model.generate)`: a method entry whose loop ends on a host test. The split
+    # keeps the loop in the glue (each step's calls compile as their own frames); a name the
+    # first part binds on some paths only (`scores`) starts as None there, not unbound.
+    site, rw, f = _trial_of("stepped", "STOP", "region-split", "eagerly in place")
+    assert (site.gb_id, site.line) == ("GB0170", marked_line(RULES_SRC, "STOP"))
+    assert rw.label.startswith("region split: Stepper.generate runs line")
+    text = rw.files[str(RULES_SRC)].split("class Stepper")[1].split("def stepped")[0]
+    assert "scores = None  # graphstitch fix: bound on some paths only" in text
+    assert "        for _ in range(max_steps):\n            h = self.cell(h, h)\n" in text
+    assert f.verified and f.after.sites == 0 and f.after.graphs >= 2, f.why_not

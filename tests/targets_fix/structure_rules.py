@@ -711,3 +711,33 @@ def chained_twice():
     torch.manual_seed(0)
     net = ClippedTwice()
     return [(net, (torch.randn(3, 4),), {}), (net, (torch.randn(3, 4) * 40,), {})]
+
+
+class Stepper(torch.nn.Module):
+    """A decode loop with a host-side stop test, compiled as a bound method."""
+
+    def __init__(self):
+        super().__init__()
+        self.cell = torch.nn.GRUCell(4, 4)
+        self.head = torch.nn.Linear(4, 1)
+
+    def generate(self, h, max_steps, keep_scores=False):
+        h = h.tanh() * 2
+        if keep_scores:
+            scores = []
+        outs = []
+        for _ in range(max_steps):
+            h = self.cell(h, h)
+            outs.append(h)
+            if keep_scores:
+                scores.append(self.head(h))
+            if self.head(h).sigmoid().mean() > 0.36:  # STOP
+                break
+        seq = torch.stack(outs)
+        return seq.sum(0) / len(outs), len(outs)
+
+
+def stepped():
+    torch.manual_seed(0)
+    m = Stepper().eval()
+    return [(m.generate, (torch.randn(2, 4), 6), {}), (m.generate, (torch.randn(2, 4) * 3, 6), {})]

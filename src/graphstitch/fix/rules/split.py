@@ -74,7 +74,12 @@ def _split_at(ctx: Ctx, entry: StackEntry, chain: Sequence[StackEntry] = ()) -> 
     if chain:
         if not isinstance(cls, cst.ClassDef) or func.decorators or not func.params.params:
             return
-    elif entry.function != "forward" or not isinstance(cls, cst.ClassDef):
+    elif isinstance(cls, cst.ClassDef):
+        # a method entry (`torch.compile(decoder.inference)`): split in its class like forward
+        if not func.params.params or any(isinstance(d.decorator, cst.Name) and d.decorator.value in
+                                         ("staticmethod", "classmethod", "property") for d in func.decorators):
+            return
+    else:
         if not isinstance(idx.parents.get(func), cst.Module) or func.decorators or not ctx.factory \
                 or not ctx.target_file:
             return
@@ -107,7 +112,9 @@ def _split_at(ctx: Ctx, entry: StackEntry, chain: Sequence[StackEntry] = ()) -> 
     # every parameter by name (a *args tuple or **kwargs dict is passed on as one value)
     params = [p.name.value for p in [*fp.posonly_params, *fp.params, *stars, *fp.kwonly_params]]
 
-    def build(runs: list[tuple[int, int]]) -> Rewrite | Refusal:
+    def build(runs: list[tuple[int, int]], inline: bool = False) -> Rewrite | Refusal:
+        """The split with eager gaps RUNS; INLINE: the gaps stay in the glue itself (a loop
+        stays in Python and what it calls compiles, one step at a time)."""
         # the body as alternating parts: compiled (False) and eager gaps (True)
         parts: list[tuple[bool, list[cst.BaseStatement]]] = []
         pos = 0
@@ -120,7 +127,7 @@ def _split_at(ctx: Ctx, entry: StackEntry, chain: Sequence[StackEntry] = ()) -> 
             parts.append((False, body[pos:]))
         if any(_yields(st) for st in body):
             return Refusal("region-split", "the function yields (a generator); it cannot be split")
-        if any(_returns(st) for _, stmts in parts[:-1] for st in stmts):
+        if any(_returns(st) for eager, stmts in parts[:-1] if not (eager and inline) for st in stmts):
             return Refusal("region-split", "a statement before the last part returns; forward cannot be split there")
         if not any(_computes(stmts) for eager, stmts in parts if not eager):
             return Refusal("region-split", "nothing before, between or after the breaks computes: the whole forward "
@@ -157,19 +164,29 @@ def _split_at(ctx: Ctx, entry: StackEntry, chain: Sequence[StackEntry] = ()) -> 
         avail = set(params)     # the names the glue holds so far
         for i, (eager, stmts) in enumerate(parts):
             last = i == len(parts) - 1
-            if last and not eager and not _computes(stmts):
-                # `return loss`: stays in the glue
+            if last and not eager and not _computes(stmts) or eager and inline:
+                # `return loss`, or a gap kept in place: in the glue
                 glue += [st.with_changes(leading_lines=[]) if isinstance(st, cst.SimpleStatementLine) else st
                          for st in stmts]
-                break
+                avail |= bound(stmts)
+                continue
             name = method("eager" if eager else "before" if i == 0 else "after" if last else "between")
-            ins = order(avail, stmts)
             # the last part returns what the function returns (None when it falls off the end)
             outs = [] if last else order(bound(stmts) & reads([st for _, ss in parts[i + 1:] for st in ss],
                                                                idx.parents), stmts)
+            # A name bound on some paths only (`if logprobs: scores = ...`): its value so far is
+            # passed in, or it starts as None (read unbound, the original would have raised).
+            maybe = [n for n in outs if n not in _surely_bound(stmts)]
+            free = _free_loads(idx, stmts)
+            ins = [n for n in order(avail, stmts) if n in free]
+            for n in maybe:
+                if n in avail and n not in ins:
+                    ins.append(n)
+            unset = [cst.parse_statement(f"{n} = None  # graphstitch fix: bound on some paths only\n")
+                     for n in maybe if n not in avail]
             hatch = "torch.compiler.disable  # graphstitch fix: runs eagerly, between the compiled parts" \
                 if eager else None
-            new_methods.append(helper(name, ins, stmts, None if last else outs, hatch))
+            new_methods.append(helper(name, ins, [*unset, *stmts], None if last else outs, hatch))
             head = "return " if last else (f"{', '.join(outs)} = " if outs else "")
             glue.append(cst.parse_statement(f"{head}{self_name}.{name}({', '.join(ins)})\n"))
             taken.add(name)
@@ -187,7 +204,8 @@ def _split_at(ctx: Ctx, entry: StackEntry, chain: Sequence[StackEntry] = ()) -> 
                                      body=func.body.with_changes(body=glue))
         spans = [f"{idx.pos[body[k]]}" + (f"–{idx.end[body[j]]}" if idx.end[body[j]] > idx.pos[body[k]] else "")
                  for k, j in runs]
-        gap_lines = ("line " if len(spans) == 1 else "lines ") + ", ".join(spans)
+        gap_lines = ("line " if len(spans) == 1 else "lines ") + ", ".join(spans) + \
+            (" eagerly in place (its loop stays in Python, what the loop calls compiles)" if inline else " eagerly")
         if chain:
             glued = _glue_chain(idx, entry.file, func, chain, ctx.read)
             if isinstance(glued, Refusal):
@@ -195,7 +213,7 @@ def _split_at(ctx: Ctx, entry: StackEntry, chain: Sequence[StackEntry] = ()) -> 
             code = swap_code(idx.module, {func: cst.FlattenSentinel([new_func, *new_methods]),
                                           **glued.pop(entry.file, (idx, {}))[1]})
             return Rewrite("region-split", "split",
-                           f"region split: {cls.name.value}.{func.name.value} runs {gap_lines} eagerly, the rest "
+                           f"region split: {cls.name.value}.{func.name.value} runs {gap_lines}, the rest "
                            f"compiles in separate methods; its callers {', '.join(fr.function for fr in chain)} run as "
                            "eager glue",
                            "the eager gap stays, explicit; the callers' own tensor code runs eagerly (what they call "
@@ -206,7 +224,7 @@ def _split_at(ctx: Ctx, entry: StackEntry, chain: Sequence[StackEntry] = ()) -> 
         if fn_entry is None:
             code = swap_code(idx.module, {func: cst.FlattenSentinel([new_func, *new_methods])})
             return Rewrite("region-split", "split",
-                           f"region split: {cls.name.value}.forward runs {gap_lines} eagerly, the rest compiles "
+                           f"region split: {cls.name.value}.{func.name.value} runs {gap_lines}, the rest compiles "
                            "in separate methods",
                            "the eager gap stays, explicit: no break event, one graph per compiled part",
                            {entry.file: add_import(code, "import torch")})
@@ -217,7 +235,7 @@ def _split_at(ctx: Ctx, entry: StackEntry, chain: Sequence[StackEntry] = ()) -> 
         if isinstance(files, Refusal):
             return files
         return Rewrite("entry-split", "split",
-                       f"region split: {fn_entry.name.value}() runs {gap_lines} eagerly; the factory compiles "
+                       f"region split: {fn_entry.name.value}() runs {gap_lines}; the factory compiles "
                        f"{cls.name.value}, a module of its parts, instead",
                        "the eager gap stays, explicit; your own code compiles the module instead of the function "
                        "(the split belongs at your torch.compile call)", files)
@@ -232,6 +250,12 @@ def _split_at(ctx: Ctx, entry: StackEntry, chain: Sequence[StackEntry] = ()) -> 
         second = build(_eager_runs(body, [any(k <= i <= j for k, j in longer) for i in range(len(body))]))
         if isinstance(second, Rewrite):
             yield second
+    # A gap that is a loop (a generation loop's stop test): the loop stays in the glue, so each
+    # step's calls compile as their own frames and the host test runs between them.
+    if any(isinstance(st, (cst.For, cst.While)) for k, j in runs for st in body[k:j + 1]):
+        looped = build(runs, inline=True)
+        if isinstance(looped, Rewrite):
+            yield looped
 
 
 def _parse(path: str, read: Callable[[str], str]) -> Index:
@@ -335,6 +359,47 @@ def _def_at(idx: Index, frame: StackEntry) -> cst.FunctionDef | None:
 
 def _returns(st: cst.CSTNode) -> bool:
     return any(isinstance(n, (cst.Return, cst.Yield)) for n in walk_no_defs(st))
+
+
+def _free_loads(idx: Index, stmts: Sequence[cst.BaseStatement], sure: frozenset[str] = frozenset()) -> set[str]:
+    """Names STMTS read before they surely bind them: what a part takes as arguments (a name
+    it binds first, `probs = None`, is not passed: it may be unbound in the caller). A block
+    sees what its enclosing blocks bound before it, a loop's body its target too."""
+    out: set[str] = set()
+    known = set(sure)
+    for st in stmts:
+        blocks: list[cst.IndentedBlock] = []
+        stack: list[cst.CSTNode] = list(st.children)
+        while stack:
+            n = stack.pop()
+            if isinstance(n, cst.IndentedBlock):
+                blocks.append(n)
+            elif isinstance(n, cst.Name):
+                if n in idx.loads and n.value not in known:
+                    out.add(n.value)
+            else:
+                if isinstance(n, cst.AugAssign) and isinstance(n.target, cst.Name) and n.target.value not in known:
+                    out.add(n.target.value)     # `x += 1` reads x
+                stack.extend(n.children)
+        inner = frozenset(known | (bound([cst.Assign([cst.AssignTarget(st.target)], cst.Name("_"))])
+                                   if isinstance(st, cst.For) else set()))
+        for blk in blocks:
+            out |= _free_loads(idx, [b for b in blk.body if isinstance(b, cst.BaseStatement)], inner)
+        known |= _surely_bound([st])
+    return out
+
+
+def _surely_bound(stmts: Sequence[cst.BaseStatement]) -> set[str]:
+    """Names bound on every path through STMTS: by their own top-level assignments and
+    ``with`` bodies (not inside an ``if``, loop or ``try``)."""
+    out: set[str] = set()
+    for st in stmts:
+        if isinstance(st, cst.SimpleStatementLine):
+            out |= bound([st])
+        elif isinstance(st, cst.With) and isinstance(st.body, cst.IndentedBlock):
+            out |= _surely_bound([b for b in st.body.body if isinstance(b, cst.BaseStatement)])
+            out |= bound([it.asname for it in st.items if it.asname is not None])
+    return out
 
 
 def _yields(st: cst.CSTNode) -> bool:
