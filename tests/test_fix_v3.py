@@ -519,19 +519,31 @@ def test_a_method_that_reports_and_counts_is_not_skipped():
 
 
 def test_a_patch_proposed_for_one_site_that_removes_another_is_that_sites_fix_too():
-    # The region split proposed for the np.random site keeps the whole helper call eager:
-    # the .item() site in the helper's loop (a frame Dynamo compiled on its own, so the
-    # split rule does not propose it there) is gone too, and its fix says whose patch it is.
+    # The region split proposed for the np.random site keeps the whole helper call eager: the
+    # .item() site in the helper's loop (a frame Dynamo compiled on its own) is gone too. Fix
+    # proposes the same split for it (at the function the user compiled); a patch tried only
+    # for the first site is recorded for the second as well, saying whose patch it is.
+    from graphstitch.fix.trials import also_removed
     spec = f"{RULES_SRC}:spans"
-    report = run_fix(spec, OPTS, jobs=2, project_root=str(RULES_SRC.parent))
+    root = str(RULES_SRC.parent)
+    report = run_fix(spec, OPTS, jobs=2, project_root=root)
     a = next(s for s in report.sites if s.line == marked_line(RULES_SRC, "HOST_A"))
     b = next(s for s in report.sites if s.line == marked_line(RULES_SRC, "HOST_B"))
     assert (a.gb_id, b.gb_id) == ("GB0033", "GB0124")
-    best_b = next(f for f in report.fixes_for(b.id) if f.verified)
-    assert best_b.via == a.id and best_b.strategy == "split" and best_b.after.sites == 0
+    best_a, best_b = (next(f for f in report.fixes_for(s.id) if f.verified) for s in (a, b))
+    assert best_a.strategy == best_b.strategy == "split" and best_b.candidate == best_a.candidate
+    assert best_b.after.sites == 0
     from graphstitch.fix.patches import planned_files
-    files = planned_files(best_b, report, Workspace(spec, str(RULES_SRC.parent), str(RULES_SRC.parent)))
+    files = planned_files(best_b, report, Workspace(spec, root, root))
     assert "def _forward_eager(self" in files[str(RULES_SRC)]
+    # the same patch tried for A only: B's fix comes from A's trial
+    props, _ = proposals(a, root, target_file=str(RULES_SRC), factory="spans", sites=report.sites)
+    rw = next(p for p in props if p.label == best_a.candidate)
+    cand = Candidate(rw.strategy, rw.label, Patches(), rw)
+    trial = Workspace(spec, root, root).census(OPTS, rw.files, 300)
+    fix_a = evaluate(a, cand, report, trial)
+    (via_b,) = also_removed([a, b], [(a, cand)], [fix_a], report, {cand.key: trial})
+    assert via_b.site == b.id and via_b.via == a.id and via_b.verified, via_b.why_not
 
 
 def test_a_config_flag_named_by_dynamos_own_hint_is_tried():
