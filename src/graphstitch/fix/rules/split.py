@@ -19,12 +19,13 @@ from .syntax import Index, add_import, bound, reads, swap_code, walk, walk_no_de
 
 @rule("region-split")
 def _region_split(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
-    """Strategy 3, the docs' g/h restructure: the compiled entry (a module's ``forward``)
-    becomes eager glue under ``torch.compiler.disable(recursive=False)``; the statements
+    """Strategy 3, the docs' g/h restructure: the compiled entry (a module's ``forward``, or
+    a method the user compiles) becomes eager glue under ``torch.compiler.disable(recursive=False)``; the statements
     before the break and after it move into methods Dynamo compiles as their own frames, and
     the break's statements into a ``torch.compiler.disable`` method between them. The eager
-    gap stays, now explicit, with no break event. Neighbouring top-level statements that hold
-    other sites of the same entry join the gap (they would break in a compiled part).
+    gap stays, now explicit, with no break event. Top-level statements that hold other sites
+    of the same entry form gaps too (they would break in a compiled part); a gap holding a
+    loop is also offered in place (the loop in the glue, each step's calls compiled).
 
     The entry is the frame Dynamo was compiling at the break; when that is a function its
     caller ran eagerly (after an earlier break), the outermost frame, the function the user
