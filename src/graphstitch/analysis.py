@@ -388,14 +388,14 @@ def _sites(col: _Collected, root: str | None) -> list[Site]:
                 events=1, nesting_depth=depth, frame_skipped=skipped,
                 explanation=r.explanation or entry.get("Explanation", ""),
                 hints=r.hints or list(entry.get("Hints", [])),
-                stack=[StackEntry(fr.file, fr.line, fr.function, fr.code, _qualname(fr)) for fr in r.traceback],
+                stack=_stack(r.traceback),
                 compile_ids=[r.compile_id], gb_chain=r.gb_ids or [gb_id],
                 qualname=coverage.qualname(at.file, at.line, function))
         else:
             s.events += 1
             if depth > s.nesting_depth and len(r.traceback) > len(s.stack):
                 # the deepest report's stack reads from the outermost compiled frame down
-                s.stack = [StackEntry(fr.file, fr.line, fr.function, fr.code, _qualname(fr)) for fr in r.traceback]
+                s.stack = _stack(r.traceback)
             s.nesting_depth = max(s.nesting_depth, depth)
             s.frame_skipped = s.frame_skipped or skipped
             s.compile_ids.append(r.compile_id)
@@ -448,6 +448,10 @@ def _inferred_sites(col: _Collected, root: str | None) -> list[Site]:
             hints=list(entry.get("Hints", [])), compile_ids=sorted(cids, key=compile_order), gb_chain=[gb_id],
             approximate=True))
     return sorted(sites, key=lambda s: (s.file, s.line))
+
+
+def _stack(tb: list[StackFrame]) -> list[StackEntry]:
+    return [StackEntry(fr.file, fr.line, fr.function, fr.code, _qualname(fr)) for fr in tb]
 
 
 def _qualname(fr: StackFrame) -> str:

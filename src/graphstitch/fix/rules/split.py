@@ -55,7 +55,7 @@ def _split_at(ctx: Ctx, entry: StackEntry, chain: Sequence[StackEntry] = ()) -> 
     if not in_project(entry.file, ctx.root) or not os.path.isfile(entry.file):
         return
     try:
-        idx = ctx.idx if entry.file == ctx.path else Index(MetadataWrapper(cst.parse_module(ctx.read(entry.file))))
+        idx = ctx.idx if entry.file == ctx.path else _parse(entry.file, ctx.read)
     except (cst.ParserSyntaxError, SyntaxError, OSError):
         return
     func = _def_at(idx, entry)
@@ -382,8 +382,10 @@ def _free_loads(idx: Index, stmts: Sequence[cst.BaseStatement], sure: frozenset[
                 if isinstance(n, cst.AugAssign) and isinstance(n.target, cst.Name) and n.target.value not in known:
                     out.add(n.target.value)     # `x += 1` reads x
                 stack.extend(n.children)
-        inner = frozenset(known | (bound([cst.Assign([cst.AssignTarget(st.target)], cst.Name("_"))])
-                                   if isinstance(st, cst.For) else set()))
+        # a loop's target, a `with`'s `as` names: bound before the block runs
+        heads = [st.target] if isinstance(st, cst.For) else \
+            [it.asname.name for it in st.items if it.asname is not None] if isinstance(st, cst.With) else []
+        inner = frozenset(known | {n.value for h in heads for n in walk(h) if isinstance(n, cst.Name)})
         for blk in blocks:
             out |= _free_loads(idx, [b for b in blk.body if isinstance(b, cst.BaseStatement)], inner)
         known |= _surely_bound([st])
