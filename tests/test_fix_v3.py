@@ -634,3 +634,28 @@ def test_a_decode_loop_stays_in_python_and_each_step_compiles():
     assert "scores = None  # graphstitch fix: bound on some paths only" in text
     assert "        for _ in range(max_steps):\n            h = self.cell(h, h)\n" in text
     assert f.verified and f.after.sites == 0 and f.after.graphs >= 2, f.why_not
+
+
+def test_a_rewrite_that_moves_its_break_into_code_it_feeds_goes_on_with_that_breaks_rule():
+    # count-selected keeps the count as int(...): the break moves to that int(); the chain
+    # joins the rule for the moved break (the count kept as a tensor) into one patch.
+    line = marked_line(RULES_SRC, "NZ_COUNT")
+    report = run_fix(f"{RULES_SRC}:mean_counted", OPTS, jobs=2, kinds={"rewrite"}, only=lambda s: s.line == line)
+    site = next(s for s in report.sites if s.line == line)
+    assert site.gb_id == "GB0036"
+    alone = next(f for f in report.fixes if f.rule == "count-selected")
+    assert alone.site_gone and alone.new_sites and not alone.verified
+    best = report.fixes_for(site.id)[0]
+    assert best.verified and best.rule == "count-selected+item-keep-tensor", [f.why_not for f in report.fixes]
+    assert "count_nonzero()" in (best.patch or "") and best.after.graphs == 1
+
+
+def test_a_chain_that_changes_what_the_function_returns_is_refused():
+    # The count is returned: kept as a tensor it would reach the caller as one, not an int.
+    line = marked_line(RULES_SRC, "NZ_RETURNED")
+    report = run_fix(f"{RULES_SRC}:count_returned", OPTS, jobs=2, kinds={"rewrite"}, only=lambda s: s.line == line)
+    site = next(s for s in report.sites if s.line == line)
+    assert site.gb_id == "GB0036"
+    chains = [f for f in report.fixes if f.rule and f.rule.startswith("count-selected+")]
+    assert chains and not any(f.verified for f in chains)
+    assert any("outputs differ" in w for f in chains for w in f.why_not), [f.why_not for f in chains]

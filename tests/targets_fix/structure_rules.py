@@ -741,3 +741,28 @@ def stepped():
     torch.manual_seed(0)
     m = Stepper().eval()
     return [(m.generate, (torch.randn(2, 4), 6), {}), (m.generate, (torch.randn(2, 4) * 3, 6), {})]
+
+
+def _mean_over(x, keep):
+    n = keep.nonzero().size(0)  # NZ_COUNT
+    total = (x * keep).sum()
+    if n > 0:
+        return total / n
+    return total * 0
+
+
+def mean_counted():
+    torch.manual_seed(0)
+    x = torch.randn(6)
+    return [(_mean_over, (x, x > 0), {}), (_mean_over, (x, x > 5), {})]
+
+
+def _count_out(x, keep):
+    n = len(keep.nonzero())  # NZ_RETURNED
+    return (x * keep).sum(), n
+
+
+def count_returned():
+    torch.manual_seed(0)
+    x = torch.randn(6)
+    return [(_count_out, (x, x > 0), {}), (_count_out, (x, x > 1), {})]

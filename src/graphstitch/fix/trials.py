@@ -313,6 +313,45 @@ def rewrite_diff(rw: Rewrite, old: dict[str, str] | None = None) -> str:
                    for path, new in rw.files.items())
 
 
+def _patched_line(s: Site, text: str) -> int | None:
+    """S's line in TEXT, the patched file its trial ran: a trial maps the lines a patch left
+    alone back to the original's, the rest keep the patched numbering; the line whose code
+    is S's, nearest to either."""
+    lines = [i for i, ln in enumerate(text.splitlines(), 1) if ln.strip() == s.code.strip()]
+    return min(lines, key=lambda i: abs(i - s.line)) if lines else None
+
+
+def chained(first: list[tuple[Site, Candidate]], fixes: list[Fix], trials: dict[str, Census], base: Census,
+            root: str | None, tfile: str | None, factory: str, per_site: int = 3) -> list[tuple[Site, Candidate]]:
+    """A rewrite that removed its site but moved the break to code it feeds (a count kept as
+    ``int(...)`` breaks where it is used; a value kept as a tensor breaks at the `if` that
+    tests it): the rules' proposals for that new break, on the patched text, each joined to
+    the first patch. One patch, judged for the original site like any other. One step deep:
+    what is moved again is left to `fix --all`."""
+    out: list[tuple[Site, Candidate]] = []
+    for (s, c), f in zip(first, fixes):
+        rw = c.rewrite
+        if rw is None or f.verified or not f.site_gone or not f.new_sites or f.new_skipped_frames or rw.upstream:
+            continue
+        mine = sum(x.id == s.id for x, _ in out)
+        for n in new_breaks(base, trials[c.key]):
+            text = next((t for p, t in rw.files.items() if os.path.realpath(p) == os.path.realpath(n.file)), None)
+            line = _patched_line(n, text) if text is not None else n.line
+            if line is None:
+                continue
+            props, _ = proposals(dataclasses.replace(n, line=line), root, target_file=tfile, factory=factory,
+                                 overlay=dict(rw.files), sites=trials[c.key].sites)
+            for p in props:
+                if mine >= per_site or p.upstream or p.strategy == "split":
+                    continue
+                strategy = max(rw.strategy, p.strategy, key=lambda k: STRATEGY_RANK.get(k, 9))
+                both = Rewrite(f"{rw.rule}+{p.rule}", strategy, f"{rw.label}, then {p.label}",
+                               f"{rw.tradeoff}; {p.tradeoff}", {**rw.files, **p.files})
+                out.append((s, Candidate(strategy, both.label, Patches(), both)))
+                mine += 1
+    return out
+
+
 def _strategy_rank(f: Fix) -> float:
     # A function entry's split changes what the caller compiles (a module of its parts): a
     # bigger change than a config line, so it ranks after config, unlike a forward's split.
@@ -458,6 +497,11 @@ def _run_fix(ws: Workspace, opts: Options, jobs: int, timeout: float | None, onl
     for f, (s, c) in zip(fixes, first):
         if f.verified and c.rewrite is not None and c.rewrite.ranks:
             on_ranks(f, s, c, base, ws, opts, timeout)
+    follow = chained(first, fixes, trials, base, ws.project, tfile, factory)
+    results = run_all({c.key: c for _, c in follow})
+    trials.update(results)
+    fixes += [evaluate(s, c, base, results[c.key]) for s, c in follow]
+    first += follow
     done = {f.site for f in fixes if f.verified and not f.upstream and f.strategy in ("rewrite", "caller", "extract")} \
         if not exhaustive else set()
     pairs = [(s, c) for s, c in rewrites if c.kind == "split" and s.id not in done]
