@@ -439,6 +439,9 @@ def _file_writes(out: list[str]) -> Iterator[None]:
             setattr(ser, "_open_zipfile_writer", orig)  # noqa: B010
 
 
+_DEPRECATIONS = (DeprecationWarning, PendingDeprecationWarning, FutureWarning)
+
+
 @contextlib.contextmanager
 def _effects(out: list[str]) -> Iterator[None]:
     """Record what the code prints to stdout, logs, warns and writes to files. The user's
@@ -468,8 +471,11 @@ def _effects(out: list[str]) -> Iterator[None]:
             logging.Logger.handle, logging.Logger.isEnabledFor = orig, orig_enabled  # type: ignore[method-assign]
             if buf.getvalue():
                 out.append("stdout " + buf.getvalue())
+            # Deprecation notices are about the code, not what it computes: torch's own (a
+            # `torch.cuda.amp.autocast()`) name the user's line, and Dynamo emits them while
+            # tracing, not on every call.
             out.extend(f"warning {w.category.__name__} {w.message}" for w in caught
-                       if not paths.is_internal(w.filename))
+                       if not paths.is_internal(w.filename) and not issubclass(w.category, _DEPRECATIONS))
 
 
 def _fresh(x: Any, gen: torch.Generator, keep_ints: bool = False) -> Any:
