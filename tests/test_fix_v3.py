@@ -659,3 +659,65 @@ def test_a_chain_that_changes_what_the_function_returns_is_refused():
     chains = [f for f in report.fixes if f.rule and f.rule.startswith("count-selected+")]
     assert chains and not any(f.verified for f in chains)
     assert any("outputs differ" in w for f in chains for w in f.why_not), [f.why_not for f in chains]
+
+
+def _board_rows(text: str, factory: str) -> tuple[list, list]:
+    """The board's rows after the factory's calls run eagerly and compiled, from TEXT (a
+    patched structure_rules.py) loaded as its own module."""
+    import importlib.util
+    import tempfile
+
+    import torch
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "patched_rules.py"
+        path.write_text(text)
+        spec = importlib.util.spec_from_file_location("patched_rules", path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules["patched_rules"] = mod
+        try:
+            spec.loader.exec_module(mod)
+            rows = []
+            for compiled in (False, True):
+                mod.BOARD.rows.clear()
+                torch._dynamo.reset()
+                for fn, args, kw in getattr(mod, factory)():
+                    (torch.compile(fn, backend="aot_eager") if compiled else fn)(*args, **kw)
+                rows.append(list(mod.BOARD.rows))
+        finally:
+            del sys.modules["patched_rules"]
+    return rows[0], rows[1]
+
+
+def test_a_report_call_in_the_compiled_frame_is_deferred_past_the_graph_and_still_made():
+    site, rw, f = _trial_of("boarded", "BOARD", "report-defer")
+    assert (site.gb_id, site.line) == ("GB0124", marked_line(RULES_SRC, "BOARD"))
+    text = rw.files[str(RULES_SRC)]
+    assert "reorderable_logging_functions.add(_train_step_report)" in text
+    assert "    _train_step_report(loss, epoch)  # BOARD" in text
+    assert f.verified and f.after.graphs == 1, f.why_not
+    eager, compiled = _board_rows(text, "boarded")
+    assert compiled == eager and len(eager) == 2   # the judge cannot see the board: checked here
+
+
+def test_a_report_call_in_an_inlined_function_is_not_deferred():
+    # torch 2.13 drops a call deferred from a frame it inlines: refused, with that reason.
+    base, site = _site_of(f"{RULES_SRC}:boarded_inner", "BOARD_INNER", RULES_SRC)
+    assert site.gb_id == "GB0124"
+    props, refused = proposals(site, str(RULES_SRC.parent), target_file=str(RULES_SRC), factory="boarded_inner",
+                               sites=base.sites)
+    assert not any(p.rule == "report-defer" for p in props)
+    assert any(r.rule == "report-defer" and "inlined" in r.reason for r in refused), refused
+
+
+def test_a_deprecation_notice_torch_gives_is_not_a_side_effect_to_keep():
+    # torch.cuda.amp.autocast() warns FutureWarning at the user's line on every eager call;
+    # compiled, Dynamo emits it while tracing only. A fix for the .item() must not be refused
+    # as "side effect lost" for it (a user's own UserWarning still counts: warnings_warn).
+    import dataclasses
+
+    base, site = _site_of(f"{RULES_SRC}:amp_step", "AMP_ITEM", RULES_SRC)
+    assert site.gb_id == "GB0124"
+    cand = Candidate("config", "capture", Patches(config={"capture_scalar_outputs": True}))
+    opts = dataclasses.replace(OPTS, fresh=True, patches=cand.patches)
+    f = evaluate(site, cand, base, census_target(f"{RULES_SRC}:amp_step", opts, project_root=str(RULES_SRC.parent)))
+    assert f.verified and f.side_effects_kept, f.why_not

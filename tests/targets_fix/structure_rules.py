@@ -766,3 +766,58 @@ def count_returned():
     torch.manual_seed(0)
     x = torch.randn(6)
     return [(_count_out, (x, x > 0), {}), (_count_out, (x, x > 1), {})]
+
+
+class Board:
+    """A scalar board (a summary writer's shape): it keeps what it is given as numbers."""
+
+    def __init__(self):
+        self.rows = []
+
+    def add_scalar(self, tag, value, step):
+        self.rows.append((tag, round(float(value), 5), step))
+
+
+BOARD = Board()
+
+
+def _train_step(x, w, epoch):
+    loss = ((x @ w).tanh() ** 2).mean()
+    BOARD.add_scalar("loss", loss.item(), epoch)  # BOARD
+    return loss * 2
+
+
+def boarded():
+    torch.manual_seed(0)
+    w = torch.randn(4, 3)
+    # two batches of one epoch (an int that changes per call turns symbolic: not deferrable)
+    return [(_train_step, (torch.randn(5, 4), w, 1), {}), (_train_step, (torch.randn(5, 4), w, 1), {})]
+
+
+def _board_norm(t, step):
+    BOARD.add_scalar("norm", t.norm().item(), step)  # BOARD_INNER
+    return t / 2
+
+
+def _train_step_inner(x, w, step):
+    h = _board_norm(x @ w, step)
+    return h.sum()
+
+
+def boarded_inner():
+    torch.manual_seed(0)
+    w = torch.randn(4, 3)
+    return [(_train_step_inner, (torch.randn(5, 4), w, 1), {}), (_train_step_inner, (torch.randn(5, 4), w, 2), {})]
+
+
+def _amp_step(x, w):
+    with torch.cuda.amp.autocast():  # a deprecated spelling: torch warns FutureWarning, naming this line
+        y = (x @ w).relu()
+    scale = y.sum().item()  # AMP_ITEM
+    return y * scale
+
+
+def amp_step():
+    torch.manual_seed(0)
+    w = torch.randn(4, 3)
+    return [(_amp_step, (torch.randn(5, 4), w), {}), (_amp_step, (torch.randn(5, 4), w), {})]

@@ -218,6 +218,62 @@ def _io_defer(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
                   "content: it reads no tensor)", {ctx.path: tidy_blank_lines(text)})
 
 
+def _root(ctx: Ctx, e: cst.BaseExpression) -> str | None:
+    """The name an attribute chain starts from (``writer`` in ``writer.add_scalar``)."""
+    while isinstance(e, cst.Attribute):
+        e = e.value
+    return e.value if isinstance(e, cst.Name) else None
+
+
+@rule("report-defer")
+def _report_defer(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
+    """A call made only for its effect, whose value is dropped and whose receiver is a
+    module-level name (``writer.add_scalar("loss", loss.item(), step)``, ``meter.update(v)``,
+    ``print(f"{acc.item():.2f}")``) -> a module-level function taking the locals the call
+    reads, registered in ``reorderable_logging_functions``: Dynamo calls it after the graph
+    with the values the tensors had at the call, and its ``.item()``, formatting and clock
+    reads run there, eagerly. Only in the frame Dynamo compiles (torch 2.13 drops a deferred
+    call made from a function it inlines), and only when the function reads nothing the call
+    may change after it."""
+    st = ctx.stmt
+    if ctx.func is None or not isinstance(st, cst.SimpleStatementLine) or len(st.body) != 1:
+        return
+    expr = st.body[0]
+    if not isinstance(expr, cst.Expr) or not isinstance(expr.value, cst.Call):
+        return
+    call = expr.value
+    receiver = _root(ctx, call.func)
+    if receiver is None or receiver in ("torch", "np", "numpy", "F", "nn", "dist") or \
+            isinstance(call.func, cst.Attribute) and call.func.attr.value.endswith("_"):
+        return   # a tensor op or an in-place update: not a report
+    if ctx.site.nesting_depth > 1 or len(user_frames(ctx.site)) > 1 or ctx.func.name.value != ctx.site.function:
+        yield Refusal("report-defer", f"{ctx.site.function} is inlined into the compiled frame: torch 2.13 drops a "
+                      "call deferred from an inlined function")
+        return
+    inputs = locals_read(ctx.idx, [st], ctx.func)
+    if receiver in inputs:
+        yield Refusal("report-defer", f"`{receiver}` is a local object: a call deferred past the graph takes only "
+                      "tensors and constants (make it module-level, or a region split keeps the call in place)")
+        return
+    outer = ctx.idx.enclosing(st, (cst.For, cst.While, cst.FunctionDef))
+    loops = [outer] if isinstance(outer, (cst.For, cst.While)) else []
+    later = reads([*ctx.later_in_func(), *loops], ctx.parents)   # a loop runs its earlier lines again
+    if receiver in later:
+        yield Refusal("report-defer", f"the function reads `{receiver}` after the call: deferring the call past "
+                      "the graph would change what it reads")
+        return
+    name = helper_name(ctx, f"_{ctx.func.name.value}_report")
+    # disable: the deferred call runs inside the compiled frame's code, where Dynamo would
+    # otherwise compile the helper as a frame of its own (and break at its .item()).
+    helper = helper_def(name, inputs, [st], [], "torch.compiler.disable", "runs eagerly, after the graph")
+    register = cst.parse_statement(f"torch._dynamo.config.reorderable_logging_functions.add({name})\n")
+    text = place_helper(ctx, [helper, register], {st: replace_stmt(ctx, st, f"{name}({', '.join(inputs)})")})
+    yield Rewrite("report-defer", "rewrite", f"`{ctx.code(call.func)}(...)` moved into {name}(), which Dynamo calls "
+                  "after the graph", f"the call runs after the compiled graph, on the values its tensors had at "
+                  f"the call; the module registers {name} in torch._dynamo.config.reorderable_logging_functions",
+                  {ctx.path: tidy_blank_lines(text)})
+
+
 # Calls that only report: a logger's methods, warnings.warn, print.
 _REPORT_CALL = re.compile(r"^(\w+\.)*(debug|info|warning|warning_once|warn|warn_once|error|exception|critical|log)$|"
                           r"^warnings\.warn$|^print$")
