@@ -721,3 +721,20 @@ def test_a_deprecation_notice_torch_gives_is_not_a_side_effect_to_keep():
     opts = dataclasses.replace(OPTS, fresh=True, patches=cand.patches)
     f = evaluate(site, cand, base, census_target(f"{RULES_SRC}:amp_step", opts, project_root=str(RULES_SRC.parent)))
     assert f.verified and f.side_effects_kept, f.why_not
+
+
+def test_a_write_at_a_0d_tensor_index_becomes_an_index_fill_and_the_slice_form_is_refused():
+    # owner[best[r]] = r: torch reads best[r] back as an int (GB0033). index_fill_ keeps it a
+    # tensor and verifies; index_copy_ (for a slice value) fails on the int and is refused.
+    base, site = _site_of(f"{RULES_SRC}:owners", "OWNER", RULES_SRC)
+    assert site.gb_id == "GB0033"
+    root = str(RULES_SRC.parent)
+    props, _ = proposals(site, root, target_file=str(RULES_SRC), factory="owners", sites=base.sites)
+    verdicts = {}
+    for rw in [p for p in props if p.rule == "index-write-tensor"]:
+        f = evaluate(site, Candidate(rw.strategy, rw.label, Patches(), rw), base,
+                     Workspace(f"{RULES_SRC}:owners", root, root).census(OPTS, rw.files, 300))
+        verdicts["index_fill_" if "index_fill_" in rw.label else "index_copy_"] = f
+    assert verdicts["index_fill_"].verified and verdicts["index_fill_"].after.sites == 0, verdicts["index_fill_"].why_not
+    assert "owner.index_fill_(0, (best[r]).reshape(1), r)" in (verdicts["index_fill_"].patch or "")
+    assert not verdicts["index_copy_"].verified and verdicts["index_copy_"].error is not None

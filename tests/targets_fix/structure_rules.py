@@ -821,3 +821,17 @@ def amp_step():
     torch.manual_seed(0)
     w = torch.randn(4, 3)
     return [(_amp_step, (torch.randn(5, 4), w), {}), (_amp_step, (torch.randn(5, 4), w), {})]
+
+
+def _owners(scores):
+    best = scores.argmax(1)
+    owner = torch.full((scores.size(1),), -1)
+    for r in range(best.size(0)):
+        owner[best[r]] = r  # OWNER
+    return owner
+
+
+def owners():
+    torch.manual_seed(0)
+    return [(_owners, (torch.randn(3, 7),), {}), (_owners, (torch.randn(3, 7),), {})]
+

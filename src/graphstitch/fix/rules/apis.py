@@ -378,6 +378,43 @@ def _index_select_tensor(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
                       {ctx.path: ctx.swap(swaps)})
 
 
+@rule("index-write-tensor")
+def _index_write_tensor(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
+    """``x[t] = v`` / ``x[:, t] = v`` with a 0-d integer tensor ``t`` (``t = idx[j]``: torch
+    reads it back as a Python int, GB0033) -> ``x.index_fill_(dim, t.reshape(1), v)`` for a
+    number (or 0-d) ``v``, ``x.index_copy_(dim, t.reshape(1), v.unsqueeze(dim))`` for a slice:
+    the same in-place write, the index kept a tensor. The trial tells which one ``v`` is."""
+    if "GB0033" not in ctx.site.gb_id and "local_scalar_dense" not in ctx.site.explanation:
+        return
+    st = ctx.stmt
+    if not isinstance(st, cst.SimpleStatementLine) or len(st.body) != 1 or not isinstance(st.body[0], cst.Assign):
+        return
+    assign = st.body[0]
+    if len(assign.targets) != 1 or not isinstance(assign.targets[0].target, cst.Subscript):
+        return
+    n = assign.targets[0].target
+    elems = list(n.slice)
+    k = next((i for i, e in enumerate(elems) if isinstance(e.slice, cst.Index)), None)
+    if k is None or k != len(elems) - 1 or any(not _full(ctx, e.slice) for e in elems[:k]):
+        return
+    idx = elems[k].slice
+    assert isinstance(idx, cst.Index)
+    if idx.star is not None or not isinstance(idx.value, (cst.Subscript, cst.Call)):
+        return   # a name may be a dict key as often as a tensor: only t[j] / int(t)
+    t = _as_tensor(ctx, idx.value) or ctx.code(idx.value)
+    base = ctx.code(n.value)
+    if not isinstance(n.value, (cst.Name, cst.Attribute, cst.Subscript)):
+        return
+    v = ctx.code(assign.value)
+    v = v if isinstance(assign.value, (cst.Name, cst.Attribute, cst.Subscript, cst.Call, cst.Integer, cst.Float)) \
+        else f"({v})"
+    for how, code in (("index_fill_", f"{base}.index_fill_({k}, ({t}).reshape(1), {v})"),
+                      ("index_copy_", f"{base}.index_copy_({k}, ({t}).reshape(1), {v}.unsqueeze({k}))")):
+        new = st.with_changes(body=[cst.Expr(cst.parse_expression(code))])
+        yield Rewrite("index-write-tensor", "rewrite", f"x[t] = v with a 0-d tensor t -> x.{how}(dim, t, v)",
+                      "the same in-place write; the index stays a tensor", {ctx.path: ctx.swap({st: new})})
+
+
 def _full(ctx: Ctx, s: cst.BaseSlice) -> bool:
     return isinstance(s, cst.Slice) and s.lower is None and s.upper is None and s.step is None
 
