@@ -738,3 +738,21 @@ def test_a_write_at_a_0d_tensor_index_becomes_an_index_fill_and_the_slice_form_i
     assert verdicts["index_fill_"].verified and verdicts["index_fill_"].after.sites == 0, verdicts["index_fill_"].why_not
     assert "owner.index_fill_(0, (best[r]).reshape(1), r)" in (verdicts["index_fill_"].patch or "")
     assert not verdicts["index_copy_"].verified and verdicts["index_copy_"].error is not None
+
+
+def test_state_set_under_a_tensor_test_is_selected_with_where_and_updated_in_place():
+    site, rw, f = _trial_of("running_mean", "FIRST_BATCH", "if-where-state")
+    assert (site.gb_id, site.line) == ("GB0170", marked_line(RULES_SRC, "FIRST_BATCH"))
+    text = rw.files[str(RULES_SRC)]
+    # only ever += : in place; rebound on another path: rebound; the elif keeps its host test
+    assert "self.seen.copy_(torch.where(_cond, _seen_then, self.seen))" in text
+    assert "        _mean_then = self.mean + batch\n" in text
+    assert "        if self.clip is not None:\n" in text and "self.mean = torch.where(_cond, _mean_then, _mean_else)" in text
+    assert f.verified and f.after.sites == 0, f.why_not
+
+
+def test_state_set_under_a_tensor_test_with_a_data_dependent_elif_is_refused():
+    # The elif tests a tensor too: kept in Python, it breaks there instead.
+    site, rw, f = _trial_of("running_mean_outlier", "FIRST_OUTLIER", "if-where-state")
+    assert site.gb_id == "GB0170"
+    assert not f.verified and f.new_sites, f.why_not

@@ -835,3 +835,52 @@ def owners():
     torch.manual_seed(0)
     return [(_owners, (torch.randn(3, 7),), {}), (_owners, (torch.randn(3, 7),), {})]
 
+
+
+class RunningMean(torch.nn.Module):
+    """A running mean started from the first batch: state set under a test on a buffer."""
+
+    def __init__(self, momentum, clip=None):
+        super().__init__()
+        self.momentum, self.clip = momentum, clip
+        self.register_buffer("seen", torch.zeros(()))
+        self.register_buffer("mean", torch.zeros(4))
+
+    def forward(self, x):
+        batch = x.mean(0)
+        if self.seen == 0:  # FIRST_BATCH
+            self.mean += batch
+            self.seen += 1
+        elif self.clip is not None:
+            self.mean = torch.clamp(self.mean * self.momentum + batch * (1 - self.momentum), -self.clip, self.clip)
+        else:
+            self.mean = self.mean * self.momentum + batch * (1 - self.momentum)
+        return x - self.mean
+
+
+def running_mean():
+    torch.manual_seed(0)
+    m = RunningMean(0.9)
+    return [(m, (torch.randn(5, 4),), {}), (m, (torch.randn(5, 4) + 1,), {})]
+
+
+class RunningMeanOutlier(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("seen", torch.zeros(()))
+        self.register_buffer("mean", torch.zeros(4))
+
+    def forward(self, x):
+        batch = x.mean(0)
+        if self.seen == 0:  # FIRST_OUTLIER
+            self.mean += batch
+            self.seen += 1
+        elif batch.abs().max() > 0.5:
+            self.mean = self.mean * 0.5 + batch * 0.5
+        return x - self.mean
+
+
+def running_mean_outlier():
+    torch.manual_seed(0)
+    m = RunningMeanOutlier()
+    return [(m, (torch.randn(5, 4),), {}), (m, (torch.randn(5, 4) + 1,), {})]

@@ -265,6 +265,133 @@ def _if_where(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
                                                  "import torch")})
 
 
+_AUG = {"+=": "+", "-=": "-", "*=": "*", "/=": "/"}
+
+
+def _chain(e: cst.BaseExpression) -> bool:
+    """A name or an attribute chain of names (``h``, ``self.x_min``)."""
+    while isinstance(e, cst.Attribute):
+        e = e.value
+    return isinstance(e, cst.Name)
+
+
+def _state_assigns(ctx: Ctx, block: cst.BaseSuite) -> list[tuple[str, cst.BaseExpression, str | None]] | None:
+    """[(target, value, operator of an augmented assignment)] when the block only assigns
+    names and attributes (``self.n = v``, ``self.n += v``); None otherwise."""
+    if not isinstance(block, cst.IndentedBlock):
+        return None
+    out: list[tuple[str, cst.BaseExpression, str | None]] = []
+    for st in block.body:
+        if not isinstance(st, cst.SimpleStatementLine):
+            return None
+        for s in st.body:
+            if isinstance(s, cst.Assign) and len(s.targets) == 1 and _chain(s.targets[0].target):
+                out.append((ctx.code(s.targets[0].target), s.value, None))
+            elif isinstance(s, cst.AugAssign) and _chain(s.target) and ctx.code(s.operator).strip() in _AUG:
+                out.append((ctx.code(s.target), s.value, _AUG[ctx.code(s.operator).strip()]))
+            else:
+                return None
+    return out
+
+
+class _RenameChains(cst.CSTTransformer):
+    """Names and attribute chains (by their source) -> the temporaries that hold their values."""
+
+    def __init__(self, ctx: Ctx, env: dict[str, str]):
+        self.ctx, self.env = ctx, env
+
+    def leave_Attribute(self, original_node: cst.Attribute, updated_node: cst.Attribute) -> cst.BaseExpression:
+        code = self.ctx.code(original_node)
+        return cst.Name(self.env[code]) if code in self.env else updated_node.with_changes(attr=original_node.attr)
+
+    def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.BaseExpression:
+        return cst.Name(self.env[updated_node.value]) if updated_node.value in self.env else updated_node
+
+
+def _state_branch(ctx: Ctx, assigns: list[tuple[str, cst.BaseExpression, str | None]], tag: str,
+                  taken: set[str]) -> tuple[list[str], dict[str, str]]:
+    """``_branch`` for names and attributes: each assignment in order into a temporary."""
+    env: dict[str, str] = {}
+    lines: list[str] = []
+    for tgt, value, op in assigns:
+        renamed = value.visit(_RenameChains(ctx, env))
+        assert isinstance(renamed, cst.BaseExpression)
+        v = ctx.code(renamed)
+        if op:
+            atom = isinstance(value, (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.Integer, cst.Float))
+            v = f"{env.get(tgt, tgt)} {op} {v if atom else f'({v})'}"
+        tmp = f"_{tgt.rsplit('.', 1)[-1]}_{tag}"
+        while tmp in taken:
+            tmp += "_"
+        taken.add(tmp)
+        lines.append(f"{tmp} = {v}")
+        env[tgt] = tmp
+    return lines, env
+
+
+@rule("if-where-state")
+def _if_where_state(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
+    """A data-dependent ``if`` whose branches only assign names and attributes — state such as
+    running statistics initialised or updated under a tensor test (``if self.lo == self.hi:
+    self.lo += x_min``) — -> the new values computed for both arms and chosen with
+    ``torch.where``. An ``elif``/``else`` chain after it keeps its tests in Python (they must
+    not read tensors: the trial tells) and selects against the first arm in each. An attribute
+    only ever updated in place (``+=``) is written back in place (``.copy_``), so whoever holds
+    the tensor sees the update as before."""
+    st = ctx.stmt
+    if not isinstance(st, cst.If) or not ctx.idx.contains(st.test, ctx.site.line):
+        return
+    arms: list[tuple[cst.BaseExpression | None, cst.BaseSuite]] = []
+    cur: cst.If | cst.Else | None = st.orelse
+    while cur is not None:
+        if isinstance(cur, cst.If):
+            arms.append((cur.test, cur.body))
+            cur = cur.orelse
+        else:
+            arms.append((None, cur.body))
+            cur = None
+    first = _state_assigns(ctx, st.body)
+    rest = [(t, _state_assigns(ctx, b)) for t, b in arms]
+    if first is None or any(a is None for _, a in rest):
+        return
+    if not any("." in tgt for tgt, _, _ in first) and not any("." in tgt for _, a in rest for tgt, _, _ in a or []):
+        return   # names only: if-where's
+    taken = {n.value for n in walk(ctx.module) if isinstance(n, cst.Name)}
+    cond = "_cond"
+    while cond in taken:
+        cond += "_"
+    taken.add(cond)
+    then_lines, then_env = _state_branch(ctx, first, "then", taken)
+    others = [(t, *_state_branch(ctx, a or [], f"else{i}" if i else "else", taken)) for i, (t, a) in enumerate(rest)]
+    if not rest or rest[-1][0] is not None:
+        others.append((None, [], {}))   # no else: the values as they were
+    targets = list(dict.fromkeys([t for t, _, _ in first] + [t for _, a in rest for t, _, _ in a or []]))
+    in_place = {t for t in targets if "." in t and all(op for tg, _, op in first + [x for _, a in rest for x in a or []]
+                                                        if tg == t)}
+
+    def select(env: dict[str, str]) -> list[str]:
+        out = []
+        for t in targets:
+            w = f"torch.where({cond}, {then_env.get(t, t)}, {env.get(t, t)})"
+            out.append(f"{t}.copy_({w})" if t in in_place else f"{t} = {w}")
+        return out
+
+    lines = [f"{cond} = {where_test(ctx, st.test)}", *then_lines]
+    if len(others) == 1:
+        lines += others[0][1] + select(others[0][2])
+        code = "\n".join(lines) + "\n"
+    else:
+        code = "\n".join(lines) + "\n"
+        for i, (test, blines, env) in enumerate(others):
+            head = "else:" if test is None else f"{'if' if i == 0 else 'elif'} {ctx.code(test)}:"
+            code += head + "\n" + "".join(f"    {ln}\n" for ln in blines + select(env))
+    new = list(cst.parse_module(code).body)
+    new[0] = new[0].with_changes(leading_lines=st.leading_lines)
+    yield Rewrite("if-where-state", "rewrite", f"`if` updating {', '.join(targets)} -> torch.where",
+                  "computes the new values on both paths; each must have the value's shape and dtype",
+                  {ctx.path: add_import(ctx.swap({st: cst.FlattenSentinel(new)}), "import torch")})
+
+
 def where_return(ctx: Ctx, st: cst.If) -> dict[cst.CSTNode, object] | None:
     """`if c: return a` + `else: return b` (or a following `return b`) -> one
     `return torch.where(c, a, b)`, as swaps; None when the `if` is not of that form.
