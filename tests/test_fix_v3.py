@@ -756,3 +756,21 @@ def test_state_set_under_a_tensor_test_with_a_data_dependent_elif_is_refused():
     site, rw, f = _trial_of("running_mean_outlier", "FIRST_OUTLIER", "if-where-state")
     assert site.gb_id == "GB0170"
     assert not f.verified and f.new_sites, f.why_not
+
+
+def test_a_report_of_a_counter_that_changes_per_call_is_deferred_with_numbers_as_tensors():
+    # The step differs per call: after a recompile it is symbolic, which Dynamo does not defer
+    # (GB0296, refused); passed as a float64 tensor with its type's name, it is.
+    base, site = _site_of(f"{RULES_SRC}:boarded_steps", "BOARD", RULES_SRC)
+    root = str(RULES_SRC.parent)
+    props, _ = proposals(site, root, target_file=str(RULES_SRC), factory="boarded_steps", sites=base.sites)
+    plain, packed = [p for p in props if p.rule == "report-defer"]
+    ws = Workspace(f"{RULES_SRC}:boarded_steps", root, root)
+    f_plain, f_packed = (evaluate(site, Candidate(p.strategy, p.label, Patches(), p), base,
+                                  ws.census(OPTS, p.files, 300)) for p in (plain, packed))
+    assert not f_plain.verified and any("GB0296" in n for n in f_plain.new_sites), f_plain.why_not
+    text = packed.files[str(RULES_SRC)]
+    assert "_train_step_report(*_deferred_arg(loss), *_deferred_arg(epoch))  # BOARD" in text
+    assert f_packed.verified and f_packed.after.sites == 0, f_packed.why_not
+    eager, compiled = _board_rows(text, "boarded_steps")
+    assert compiled == eager and [r[2] for r in eager] == [1, 2, 3] and all(type(r[2]) is int for r in compiled)

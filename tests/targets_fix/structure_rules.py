@@ -884,3 +884,9 @@ def running_mean_outlier():
     torch.manual_seed(0)
     m = RunningMeanOutlier()
     return [(m, (torch.randn(5, 4),), {}), (m, (torch.randn(5, 4) + 1,), {})]
+
+
+def boarded_steps():
+    torch.manual_seed(0)
+    w = torch.randn(4, 3)
+    return [(_train_step, (torch.randn(5, 4), w, step), {}) for step in (1, 2, 3)]

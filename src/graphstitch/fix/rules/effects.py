@@ -263,15 +263,43 @@ def _report_defer(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
                       "the graph would change what it reads")
         return
     name = helper_name(ctx, f"_{ctx.func.name.value}_report")
+    register = cst.parse_statement(f"torch._dynamo.config.reorderable_logging_functions.add({name})\n")
+    tradeoff = (f"the call runs after the compiled graph, on the values its tensors had at the call; the module "
+                f"registers {name} in torch._dynamo.config.reorderable_logging_functions")
     # disable: the deferred call runs inside the compiled frame's code, where Dynamo would
     # otherwise compile the helper as a frame of its own (and break at its .item()).
     helper = helper_def(name, inputs, [st], [], "torch.compiler.disable", "runs eagerly, after the graph")
-    register = cst.parse_statement(f"torch._dynamo.config.reorderable_logging_functions.add({name})\n")
     text = place_helper(ctx, [helper, register], {st: replace_stmt(ctx, st, f"{name}({', '.join(inputs)})")})
     yield Rewrite("report-defer", "rewrite", f"`{ctx.code(call.func)}(...)` moved into {name}(), which Dynamo calls "
-                  "after the graph", f"the call runs after the compiled graph, on the values its tensors had at "
-                  f"the call; the module registers {name} in torch._dynamo.config.reorderable_logging_functions",
-                  {ctx.path: tidy_blank_lines(text)})
+                  "after the graph", tradeoff, {ctx.path: tidy_blank_lines(text)})
+    if not inputs:
+        return
+    # A number that changes per call (a step counter) turns symbolic after a recompile, and
+    # Dynamo defers only tensors and constants (GB0296): it crosses as a float64 tensor with
+    # its type's name, and the helper turns it back into that type.
+    kinds = [f"{a}_kind" for a in inputs]
+    back = [cst.parse_statement(f"{a} = _undeferred_arg({a}, {k})\n") for a, k in zip(inputs, kinds)]
+    helper = helper_def(name, [x for pair in zip(inputs, kinds) for x in pair], [*back, st], [],
+                        "torch.compiler.disable", "runs eagerly, after the graph")
+    have = {n.name.value for n in ctx.module.body if isinstance(n, cst.FunctionDef)}
+    shared = [] if "_deferred_arg" in have else list(cst.parse_module(_DEFERRED_ARGS).body)
+    call_args = ", ".join(f"*_deferred_arg({a})" for a in inputs)
+    text = place_helper(ctx, [*shared, helper, register], {st: replace_stmt(ctx, st, f"{name}({call_args})")})
+    yield Rewrite("report-defer", "rewrite", f"`{ctx.code(call.func)}(...)` moved into {name}(), which Dynamo calls "
+                  "after the graph (numbers passed as tensors)", tradeoff + "; numbers cross as float64 tensors "
+                  "(exact for ints below 2**53)", {ctx.path: tidy_blank_lines(text)})
+
+
+_DEFERRED_ARGS = """\
+def _deferred_arg(v):  # graphstitch fix: a number crosses a deferred call as a tensor (it may be symbolic)
+    if isinstance(v, (bool, int, float)):
+        return torch.as_tensor(v, dtype=torch.float64), type(v).__name__
+    return v, ""
+
+
+def _undeferred_arg(v, kind):
+    return {"bool": bool, "int": int, "float": float}[kind](v.item()) if kind else v
+"""
 
 
 # Calls that only report: a logger's methods, warnings.warn, print.
