@@ -47,12 +47,12 @@ def expect_of(path: Path) -> str:
     return "?"
 
 
-def written_files(fix: Fix, report: FixReport, ws: Workspace) -> dict[str, str] | None:
+def written_files(fix: Fix, report: FixReport, ws: Workspace, opts: Options) -> dict[str, str] | None:
     """The patch graphstitch would write for this fix, computed from the pristine files."""
     if fix.rule is None and fix.kind not in WRITABLE_KINDS:
         return None
     try:
-        return planned_files(fix, report, ws)
+        return planned_files(fix, report, ws, opts)
     except (LookupError, OSError, SyntaxError):
         return None
 
@@ -117,7 +117,7 @@ def main() -> int:
                 outcomes.append("none")
                 continue
             ws = Workspace(spec, root, root)
-            patch = written_files(best, report, ws)
+            patch = written_files(best, report, ws, opts)
             status = best.strategy
             if patch is not None:
                 # Re-check from pristine: only this patch on an untouched copy of the project.

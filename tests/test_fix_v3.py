@@ -648,6 +648,13 @@ def test_a_rewrite_that_moves_its_break_into_code_it_feeds_goes_on_with_that_bre
     best = report.fixes_for(site.id)[0]
     assert best.verified and best.rule == "count-selected+item-keep-tensor", [f.why_not for f in report.fixes]
     assert "count_nonzero()" in (best.patch or "") and best.after.graphs == 1
+    # --diff/--apply write it: the first step proposed again, censused, the second found again
+    from graphstitch.fix.patches import planned_files
+    from graphstitch.fix.rules import Rewrite
+    from graphstitch.fix.trials import rewrite_diff
+    root = str(RULES_SRC.parent)
+    files = planned_files(best, report, Workspace(f"{RULES_SRC}:mean_counted", root, root), OPTS)
+    assert rewrite_diff(Rewrite(best.rule, best.strategy, best.candidate, "", files)) == best.patch
 
 
 def test_a_chain_that_changes_what_the_function_returns_is_refused():

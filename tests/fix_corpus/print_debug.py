@@ -18,6 +18,7 @@ def target():
     return [(Block(4), (torch.randn(2, 4),), {})]
 
 
-EXPECT = ('split: the print runs eagerly between two compiled parts of forward (the printed text is kept); the '
-          'config reorderable_logging_functions={print} verifies too and ranks after it (a process-wide flag); '
+EXPECT = ('rewrite: report-defer moves the print into a module-level function Dynamo calls after the graph, with '
+          'the tensor as it was at the call (the printed text is kept); the region split (the print eagerly between '
+          'two compiled parts) and the config reorderable_logging_functions={print} verify too and rank after it; '
           'print-hop prints the tensor in another format, so it is refused')

@@ -23,7 +23,7 @@ from ..paths import in_project, short_path
 from ..targets import Options, Patches, target_file
 from .candidates import Candidate
 from .rules import proposals, user_frames
-from .trials import CauseFix, Fix, FixReport, evaluate
+from .trials import THEN, CauseFix, Fix, FixReport, evaluate, joined
 from .workspace import Workspace, after_imports, binds, config_text, keep_end, unified_diff
 
 WRITABLE_KINDS = ("config", "nonstrict_trace", "disable")
@@ -85,10 +85,12 @@ def best_upstream(report: FixReport) -> Fix | None:
     return next((f for f in report.fixes if f.verified and f.upstream), None)
 
 
-def planned_files(fix: Fix, report: FixReport, ws: Workspace) -> dict[str, str]:
+def planned_files(fix: Fix, report: FixReport, ws: Workspace, opts: Options | None = None,
+                  timeout: float | None = None) -> dict[str, str]:
     """path -> new text of the patch for this fix, computed from the files as they are now
     (a rewrite is proposed again by its rule; a file changed since the census is refused
-    later by its hash)."""
+    later by its hash). A joined rewrite (``a+b``) proposes its first step again and
+    censuses it (with OPTS) to find the break it moved, for its second."""
     tfile = target_file(ws.spec)
     if tfile is None:
         raise LookupError(f"cannot find the source file of {ws.spec}")
@@ -97,9 +99,16 @@ def planned_files(fix: Fix, report: FixReport, ws: Workspace) -> dict[str, str]:
     if site is None:
         raise LookupError(f"the census has no site {fix.label}")
     if fix.rule is not None:
-        props, _ = proposals(site, ws.project, target_file=tfile, factory=ws.spec.rpartition(":")[2],
-                             sites=report.sites)
-        rw = next((p for p in props if p.rule == fix.rule and p.label == fix.candidate), None)
+        factory = ws.spec.rpartition(":")[2]
+        props, _ = proposals(site, ws.project, target_file=tfile, factory=factory, sites=report.sites)
+        rule, label = fix.rule, fix.candidate
+        if "+" in rule and opts is not None:
+            rule, label = rule.split("+")[0], label.split(THEN)[0]
+        rw = next((p for p in props if p.rule == rule and p.label == label), None)
+        if rw is not None and opts is not None and rule != fix.rule:
+            trial = ws.census(dataclasses.replace(opts, fresh=True, patches=None), rw.files, timeout)
+            rw = next((j for j in joined(rw, report, trial, ws.project, tfile, factory)
+                       if j.rule == fix.rule and j.label == fix.candidate), None)
         if rw is None:
             raise LookupError(f"the rewrite {fix.candidate!r} no longer applies to {short_path(site.file)}")
         return rw.files
@@ -265,7 +274,7 @@ def apply_best(report: FixReport, ws: Workspace, opts: Options, *, write: bool,
             return head + up.patch, not write
         return "no verified candidate that graphstitch can write as a source patch", False
     try:
-        files = planned_files(fix, report, ws)
+        files = planned_files(fix, report, ws, opts, timeout)
     except (LookupError, OSError, SyntaxError) as e:
         return f"cannot write a patch for {fix.candidate}: {e}", False
     diff = patch_text(files, root=ws.project)

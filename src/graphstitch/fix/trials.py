@@ -321,34 +321,45 @@ def _patched_line(s: Site, text: str) -> int | None:
     return min(lines, key=lambda i: abs(i - s.line)) if lines else None
 
 
+THEN = ", then "   # joins the labels of a joined rewrite's two steps
+
+
+def joined(rw: Rewrite, base: Census, trial: Census, root: str | None, tfile: str | None,
+           factory: str) -> list[Rewrite]:
+    """RW joined to each proposal of the rules for a break it moved into code it feeds (TRIAL
+    is RW's census): on the patched text, one patch each. Splits and upstream patches are
+    not joined."""
+    out: list[Rewrite] = []
+    for n in new_breaks(base, trial):
+        text = next((t for p, t in rw.files.items() if os.path.realpath(p) == os.path.realpath(n.file)), None)
+        line = _patched_line(n, text) if text is not None else n.line
+        if line is None:
+            continue
+        props, _ = proposals(dataclasses.replace(n, line=line), root, target_file=tfile, factory=factory,
+                             overlay=dict(rw.files), sites=trial.sites)
+        for p in props:
+            if p.upstream or p.strategy == "split":
+                continue
+            strategy = max(rw.strategy, p.strategy, key=lambda k: STRATEGY_RANK.get(k, 9))
+            out.append(Rewrite(f"{rw.rule}+{p.rule}", strategy, f"{rw.label}{THEN}{p.label}",
+                               f"{rw.tradeoff}; {p.tradeoff}", {**rw.files, **p.files}))
+    return out
+
+
 def chained(first: list[tuple[Site, Candidate]], fixes: list[Fix], trials: dict[str, Census], base: Census,
             root: str | None, tfile: str | None, factory: str, per_site: int = 3) -> list[tuple[Site, Candidate]]:
     """A rewrite that removed its site but moved the break to code it feeds (a count kept as
     ``int(...)`` breaks where it is used; a value kept as a tensor breaks at the `if` that
-    tests it): the rules' proposals for that new break, on the patched text, each joined to
-    the first patch. One patch, judged for the original site like any other. One step deep:
-    what is moved again is left to `fix --all`."""
+    tests it) goes on with ``joined``: one patch, judged for the original site like any
+    other. One step deep: what is moved again is left to `fix --all`."""
     out: list[tuple[Site, Candidate]] = []
     for (s, c), f in zip(first, fixes):
         rw = c.rewrite
         if rw is None or f.verified or not f.site_gone or not f.new_sites or f.new_skipped_frames or rw.upstream:
             continue
         mine = sum(x.id == s.id for x, _ in out)
-        for n in new_breaks(base, trials[c.key]):
-            text = next((t for p, t in rw.files.items() if os.path.realpath(p) == os.path.realpath(n.file)), None)
-            line = _patched_line(n, text) if text is not None else n.line
-            if line is None:
-                continue
-            props, _ = proposals(dataclasses.replace(n, line=line), root, target_file=tfile, factory=factory,
-                                 overlay=dict(rw.files), sites=trials[c.key].sites)
-            for p in props:
-                if mine >= per_site or p.upstream or p.strategy == "split":
-                    continue
-                strategy = max(rw.strategy, p.strategy, key=lambda k: STRATEGY_RANK.get(k, 9))
-                both = Rewrite(f"{rw.rule}+{p.rule}", strategy, f"{rw.label}, then {p.label}",
-                               f"{rw.tradeoff}; {p.tradeoff}", {**rw.files, **p.files})
-                out.append((s, Candidate(strategy, both.label, Patches(), both)))
-                mine += 1
+        for both in joined(rw, base, trials[c.key], root, tfile, factory)[:max(0, per_site - mine)]:
+            out.append((s, Candidate(both.strategy, both.label, Patches(), both)))
     return out
 
 
