@@ -239,31 +239,31 @@ def test_fix_all_cli_diff_reaches_a_fixed_point(project, monkeypatch):
     assert (project / "prog.py").read_text() == (CORPUS / "if_where_assign.py").read_text()  # --diff writes nothing
 
 
-MIXED = """import warnings
-
-import torch
+MIXED = """import torch
 
 
-def fn(x):
+def fn(x, keep):
     y = x.sum()
     if y > 0:  # WHERE
         z = x * 2
     else:
         z = -x
-    warnings.warn("fn is deprecated", stacklevel=1)  # WARN
-    return z
+    kept = z[keep]  # MASK
+    return kept
 
 
 def target():
     torch.manual_seed(0)
-    return [(fn, (torch.randn(4),), {})]
+    x = torch.randn(6)
+    return [(fn, (x, x > 0), {})]
 """
 
 
 def test_fix_all_writes_a_config_flag_where_no_rewrite_applies(tmp_path, monkeypatch):
-    # Two sites: the data-dependent `if` gets its torch.where rewrite; the warnings.warn has
-    # no rewrite rule, so `--all` writes its verified config flag as a source line. The
-    # combined patch is re-checked from the pristine file.
+    # Two sites: the data-dependent `if` gets its torch.where rewrite; the boolean-mask
+    # selection it returns has no rewrite rule (nothing reduces it), so `--all` writes its
+    # verified config flag as a source line. The combined patch is re-checked from the
+    # pristine file.
     from graphstitch.fix.fixall import fix_all
     (tmp_path / "pyproject.toml").write_text("[project]\nname = 'p'\n")
     prog = tmp_path / "prog.py"
@@ -273,9 +273,9 @@ def test_fix_all_writes_a_config_flag_where_no_rewrite_applies(tmp_path, monkeyp
     # (a step's line is in the text it was applied to: the rewrite goes first and shortens the file)
     steps = [(st.strategy, st.label) for st in result.steps]
     assert steps == [("rewrite", f"GB0170 prog.py:{marked_line(prog, 'WHERE')}"),
-                     ("config", f"GB0007 prog.py:{marked_line(prog, 'WARN') - 3}")], result.remaining
+                     ("config", f"GB0036 prog.py:{marked_line(prog, 'MASK') - 3}")], result.remaining
     assert result.verified and result.final.sites == 0 and result.remaining == [], result.why_not
-    assert "+torch._dynamo.config.reorderable_logging_functions.update({warnings.warn})  # graphstitch fix" in result.patch
+    assert "+torch._dynamo.config.capture_dynamic_output_shape_ops = True  # graphstitch fix" in result.patch
     assert "+    z = torch.where(y > 0, x * 2, -x)" in result.patch
     assert prog.read_text() == MIXED   # nothing written without --apply
 

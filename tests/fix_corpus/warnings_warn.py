@@ -13,4 +13,6 @@ def target():
     return [(fn, (torch.randn(3),), {})]
 
 
-EXPECT = "rewrite"  # report-defer: warnings.warn in a function Dynamo defers past the graph (still raised); the config reorderable_logging_functions={warnings.warn} verifies too and ranks after it
+# report-defer: warnings.warn in a function Dynamo defers past the graph (still raised); the config
+# reorderable_logging_functions={warnings.warn} verifies too and ranks after it
+EXPECT = "rewrite"

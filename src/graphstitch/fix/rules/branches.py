@@ -116,37 +116,6 @@ def where_test(ctx: Ctx, test: cst.BaseExpression) -> str:
     return code if isinstance(new, cst.Comparison) or code.startswith("torch.") else f"torch.as_tensor({code})"
 
 
-class _Rename(cst.CSTTransformer):
-    def __init__(self, names: dict[str, str]):
-        self.names = names
-
-    def leave_Attribute(self, original_node: cst.Attribute, updated_node: cst.Attribute) -> cst.Attribute:
-        return updated_node.with_changes(attr=original_node.attr)   # an attribute's name is not a variable
-
-    def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.Name:
-        return cst.Name(self.names[updated_node.value]) if updated_node.value in self.names else updated_node
-
-
-def _branch(ctx: Ctx, assigns: list[tuple[str, cst.BaseExpression]], tag: str, taken: set[str]
-            ) -> tuple[list[str], dict[str, str]]:
-    """A branch's assignments in single-assignment form: (lines binding temporaries, name ->
-    the source of its value at the branch's end). Later assignments read the earlier ones'
-    temporaries, so the branch means what it meant in order."""
-    env: dict[str, str] = {}
-    lines: list[str] = []
-    for name, value in assigns:
-        renamed = value.visit(_Rename(env))
-        assert isinstance(renamed, cst.BaseExpression)
-        src = ctx.code(renamed)
-        tmp = f"_{name}_{tag}"
-        while tmp in taken:
-            tmp += "_"
-        taken.add(tmp)
-        lines.append(f"{tmp} = {src}")
-        env[name] = tmp
-    return lines, env
-
-
 def branch_local(ctx: Ctx, st: cst.If) -> set[str]:
     """Names ST's branches bind that no code of the function outside ST mentions (read or
     bound), parameters excluded: values the branch computes for itself."""
@@ -187,8 +156,8 @@ def where_assign(ctx: Ctx, st: cst.If) -> list[cst.BaseStatement] | Refusal | No
                  for n in targets]
     else:
         taken = {n.value for n in walk(ctx.module) if isinstance(n, cst.Name)}
-        then_lines, then_env = _branch(ctx, a, "then", taken)
-        else_lines, else_env = _branch(ctx, b, "else", taken)
+        then_lines, then_env = _branch(ctx, [(n, v, None) for n, v in a], "then", taken)
+        else_lines, else_env = _branch(ctx, [(n, v, None) for n, v in b], "else", taken)
         lines = [*then_lines, *else_lines] + [
             f"{n} = torch.where({test}, {then_env.get(n, n)}, {else_env.get(n, n)})" for n in targets]
     new_stmts: list[cst.BaseStatement] = [cst.parse_statement(ln + "\n") for ln in lines]
@@ -307,10 +276,16 @@ class _RenameChains(cst.CSTTransformer):
     def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.BaseExpression:
         return cst.Name(self.env[updated_node.value]) if updated_node.value in self.env else updated_node
 
+    def leave_Arg(self, original_node: cst.Arg, updated_node: cst.Arg) -> cst.Arg:
+        return updated_node.with_changes(keyword=original_node.keyword)   # `dim=` names no variable
 
-def _state_branch(ctx: Ctx, assigns: list[tuple[str, cst.BaseExpression, str | None]], tag: str,
-                  taken: set[str]) -> tuple[list[str], dict[str, str]]:
-    """``_branch`` for names and attributes: each assignment in order into a temporary."""
+
+def _branch(ctx: Ctx, assigns: list[tuple[str, cst.BaseExpression, str | None]], tag: str,
+            taken: set[str]) -> tuple[list[str], dict[str, str]]:
+    """A branch's assignments (to names and attributes; OP for ``+=``…) in single-assignment
+    form: (lines binding temporaries, target -> the source of its value at the branch's end).
+    Later assignments read the earlier ones' temporaries, so the branch means what it meant
+    in order."""
     env: dict[str, str] = {}
     lines: list[str] = []
     for tgt, value, op in assigns:
@@ -361,8 +336,8 @@ def _if_where_state(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
     while cond in taken:
         cond += "_"
     taken.add(cond)
-    then_lines, then_env = _state_branch(ctx, first, "then", taken)
-    others = [(t, *_state_branch(ctx, a or [], f"else{i}" if i else "else", taken)) for i, (t, a) in enumerate(rest)]
+    then_lines, then_env = _branch(ctx, first, "then", taken)
+    others = [(t, *_branch(ctx, a or [], f"else{i}" if i else "else", taken)) for i, (t, a) in enumerate(rest)]
     if not rest or rest[-1][0] is not None:
         others.append((None, [], {}))   # no else: the values as they were
     targets = list(dict.fromkeys([t for t, _, _ in first] + [t for _, a in rest for t, _, _ in a or []]))
