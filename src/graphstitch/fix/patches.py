@@ -102,7 +102,9 @@ def planned_files(fix: Fix, report: FixReport, ws: Workspace, opts: Options | No
         factory = ws.spec.rpartition(":")[2]
         props, _ = proposals(site, ws.project, target_file=tfile, factory=factory, sites=report.sites)
         rule, label = fix.rule, fix.candidate
-        if "+" in rule and opts is not None:
+        if "+" in rule:
+            if opts is None:
+                raise LookupError(f"the joined rewrite {fix.candidate!r} needs a census to be written again")
             rule, label = rule.split("+")[0], label.split(THEN)[0]
         rw = next((p for p in props if p.rule == rule and p.label == label), None)
         if rw is not None and opts is not None and rule != fix.rule:

@@ -508,7 +508,8 @@ def _run_fix(ws: Workspace, opts: Options, jobs: int, timeout: float | None, onl
     for f, (s, c) in zip(fixes, first):
         if f.verified and c.rewrite is not None and c.rewrite.ranks:
             on_ranks(f, s, c, base, ws, opts, timeout)
-    follow = chained(first, fixes, trials, base, ws.project, tfile, factory)
+    follow = [(s, c) for s, c in chained(first, fixes, trials, base, ws.project, tfile, factory)
+              if kinds is None or c.kind in kinds]
     results = run_all({c.key: c for _, c in follow})
     trials.update(results)
     fixes += [evaluate(s, c, base, results[c.key]) for s, c in follow]

@@ -218,7 +218,7 @@ def _io_defer(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
                   "content: it reads no tensor)", {ctx.path: tidy_blank_lines(text)})
 
 
-def _root(ctx: Ctx, e: cst.BaseExpression) -> str | None:
+def _root(e: cst.BaseExpression) -> str | None:
     """The name an attribute chain starts from (``writer`` in ``writer.add_scalar``)."""
     while isinstance(e, cst.Attribute):
         e = e.value
@@ -242,7 +242,7 @@ def _report_defer(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
     if not isinstance(expr, cst.Expr) or not isinstance(expr.value, cst.Call):
         return
     call = expr.value
-    receiver = _root(ctx, call.func)
+    receiver = _root(call.func)
     if receiver is None or receiver in ("torch", "np", "numpy", "F", "nn", "dist") or \
             isinstance(call.func, cst.Attribute) and call.func.attr.value.endswith("_"):
         return   # a tensor op or an in-place update: not a report
