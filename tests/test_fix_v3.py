@@ -706,14 +706,48 @@ def test_a_report_call_in_the_compiled_frame_is_deferred_past_the_graph_and_stil
     assert compiled == eager and len(eager) == 2   # the judge cannot see the board: checked here
 
 
+def test_a_report_under_a_data_dependent_test_is_deferred_with_its_test_and_self_reads_as_arguments():
+    # `if z.abs().max() > self.bound: print(...)` (GB0170, and the print's .item() after the
+    # resume): the whole if/elif goes after the graph; self.bound and self.label cross as
+    # constants, since `self` itself cannot.
+    site, rw, f = _trial_of("saturating", "SATURATE", "report-defer")
+    assert (site.gb_id, site.line) == ("GB0170", marked_line(RULES_SRC, "SATURATE"))
+    text = rw.files[str(RULES_SRC)]
+    assert "def _forward_report(z, self_bound, self_label):\n    if z.abs().max() > self_bound:  # SATURATE\n" in text
+    assert "        _forward_report(z, self.bound, self.label)  # SATURATE\n" in text
+    assert f.verified and f.after.sites == 0 and f.after.graphs == 1, f.why_not
+
+
+def _refused_only(factory: str, tag: str, gb_id: str, rule: str, reason: str) -> None:
+    """The site tagged TAG (a GB_ID) gets no proposal from RULE, and RULE's refusal says REASON."""
+    base, site = _site_of(f"{RULES_SRC}:{factory}", tag, RULES_SRC)
+    assert site.gb_id == gb_id
+    props, refused = proposals(site, str(RULES_SRC.parent), target_file=str(RULES_SRC), factory=factory,
+                               sites=base.sites)
+    assert not any(p.rule == rule for p in props)
+    assert any(r.rule == rule and reason in r.reason for r in refused), refused
+
+
+def test_a_report_under_a_data_dependent_test_through_a_method_of_self_is_not_deferred():
+    _refused_only("saturating_noted", "SATURATE_NOTE", "GB0170", "report-defer", "`self` is a local object")
+
+
+def test_a_tensor_test_that_reports_and_assigns_defers_the_report_and_selects_the_names_with_where():
+    site, rw, f = _trial_of("normalised", "NORM_WARN", "if-where-report")
+    assert (site.gb_id, site.line) == ("GB0170", marked_line(RULES_SRC, "NORM_WARN"))
+    text = rw.files[str(RULES_SRC)]
+    assert "def _normalised_report(total):\n    if total <= 0:  # NORM_WARN\n        warnings.warn(" in text
+    assert "    _normalised_report(total)  # NORM_WARN\n    weights = torch.where(total <= 0, " in text
+    assert f.verified and f.after.sites == 0 and f.side_effects_kept, f.why_not
+
+
+def test_a_report_that_reads_what_its_branch_assigns_is_not_deferred():
+    _refused_only("normalised_told", "NORM_TOLD", "GB0170", "if-where-report", "reads a name its branch assigns")
+
+
 def test_a_report_call_in_an_inlined_function_is_not_deferred():
     # torch 2.13 drops a call deferred from a frame it inlines: refused, with that reason.
-    base, site = _site_of(f"{RULES_SRC}:boarded_inner", "BOARD_INNER", RULES_SRC)
-    assert site.gb_id == "GB0124"
-    props, refused = proposals(site, str(RULES_SRC.parent), target_file=str(RULES_SRC), factory="boarded_inner",
-                               sites=base.sites)
-    assert not any(p.rule == "report-defer" for p in props)
-    assert any(r.rule == "report-defer" and "inlined" in r.reason for r in refused), refused
+    _refused_only("boarded_inner", "BOARD_INNER", "GB0124", "report-defer", "inlined")
 
 
 def test_a_deprecation_notice_torch_gives_is_not_a_side_effect_to_keep():

@@ -890,3 +890,75 @@ def boarded_steps():
     torch.manual_seed(0)
     w = torch.randn(4, 3)
     return [(_train_step, (torch.randn(5, 4), w, step), {}) for step in (1, 2, 3)]
+
+
+class Saturating(torch.nn.Module):
+    """A head that reports, under a data-dependent test, that its pre-activations saturate;
+    the messages read the module's own settings."""
+
+    def __init__(self, bound=1.5):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 3)
+        self.bound = bound
+        self.label = "head"
+
+    def forward(self, x):
+        z = self.lin(x)
+        if z.abs().max() > self.bound:  # SATURATE
+            print(f"{self.label}: |z| up to {z.abs().max().item():.3f} > {self.bound}")
+        elif z.abs().max() < 0.05:
+            print(f"{self.label}: vanishing")
+        return torch.tanh(z)
+
+
+def saturating():
+    torch.manual_seed(0)
+    m = Saturating()
+    return [(m, (torch.randn(5, 4) * 4,), {}), (m, (torch.randn(5, 4) * 0.1,), {})]
+
+
+class SaturatingNoted(Saturating):
+    def note(self, text):
+        print(text)
+
+    def forward(self, x):
+        z = self.lin(x)
+        if z.abs().max() > self.bound:  # SATURATE_NOTE
+            self.note(f"|z| up to {z.abs().max().item():.3f}")
+        return torch.tanh(z)
+
+
+def saturating_noted():
+    torch.manual_seed(0)
+    m = SaturatingNoted()
+    return [(m, (torch.randn(5, 4) * 4,), {}), (m, (torch.randn(5, 4) * 0.1,), {})]
+
+
+def _normalised(scores, scale):
+    total = scores.sum()
+    if total <= 0:  # NORM_WARN
+        warnings.warn("no positive mass: uniform weights", stacklevel=1)
+        weights = torch.full_like(scores, 1.0 / scores.numel())
+    else:
+        weights = scores / total
+    return weights * scale
+
+
+def normalised():
+    torch.manual_seed(0)
+    return [(_normalised, (torch.rand(6), 2.0), {}), (_normalised, (-torch.rand(6), 2.0), {})]
+
+
+def _normalised_told(scores, scale):
+    total = scores.sum()
+    if total <= 0:  # NORM_TOLD
+        weights = torch.full_like(scores, 1.0 / scores.numel())
+        print(f"uniform weights of {weights[0].item():.3f}")
+    else:
+        weights = scores / total
+    return weights * scale
+
+
+def normalised_told():
+    torch.manual_seed(0)
+    return [(_normalised_told, (torch.rand(6), 2.0), {}), (_normalised_told, (-torch.rand(6), 2.0), {})]

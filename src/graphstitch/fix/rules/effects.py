@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from typing import cast
 
 import libcst as cst
 
 from .base import Ctx, Refusal, Rewrite, entry_frame, rule, user_frames
+from .branches import where_assign
 from .extract import IO_CALLS, helper_def, helper_name, place_helper, replace_stmt
-from .syntax import add_import, bound, locals_read, reads, small, tidy_blank_lines, walk, walk_no_defs
+from .syntax import add_import, bound, locals_read, reads, small, swap_in, tidy_blank_lines, walk, walk_no_defs
 
 
 def _print_format(ctx: Ctx, call: cst.Call) -> tuple[str, list[str]] | None:
@@ -225,69 +227,226 @@ def _root(e: cst.BaseExpression) -> str | None:
     return e.value if isinstance(e, cst.Name) else None
 
 
+_TENSOR_LIBS = ("torch", "np", "numpy", "F", "nn", "dist")
+_LEAVES = ("exit", "quit", "abort", "_exit", "kill", "breakpoint", "set_trace")
+
+
+def _report_calls(st: cst.CSTNode) -> list[cst.Call] | None:
+    """The calls of ST when it only reports: calls whose value is dropped (not a tensor
+    library's op, not an in-place update), ``pass``, and ``if``s whose every branch only
+    reports (``if not torch.isfinite(loss): print(...)``). None when it does anything else."""
+    if isinstance(st, cst.SimpleStatementLine):
+        calls = []
+        for s in st.body:
+            if isinstance(s, cst.Pass):
+                continue
+            if not (isinstance(s, cst.Expr) and isinstance(s.value, cst.Call)):
+                return None
+            receiver, f = _root(s.value.func), s.value.func
+            attr = f.attr.value if isinstance(f, cst.Attribute) else f.value if isinstance(f, cst.Name) else ""
+            if receiver is None or receiver in _TENSOR_LIBS or attr.endswith("_") or attr in _LEAVES:
+                return None   # a tensor op, an in-place update, or control flow (an exit is not a report)
+            calls.append(s.value)
+        return calls
+    if isinstance(st, (cst.If, cst.Else)):
+        blocks: list[cst.CSTNode] = list(st.body.body)
+        if isinstance(st, cst.If) and st.orelse is not None:
+            blocks.append(st.orelse)
+        found: list[cst.Call] = []
+        for b in blocks:
+            sub = _report_calls(b)
+            if sub is None:
+                return None
+            found += sub
+        return found
+    return None
+
+
+def _report_unit(ctx: Ctx) -> tuple[cst.BaseStatement, list[cst.Call]] | None:
+    """What to defer: the site's statement when it only reports, widened to each ``if``
+    around it (in the same function, no loop between) whose branches all only report: the
+    test is data-dependent (GB0170) or guards a report that breaks, and both go with it."""
+    assert ctx.func is not None
+    unit: cst.BaseStatement = ctx.stmt
+    calls = _report_calls(unit)
+    if calls is None:
+        return None
+    while True:
+        up = ctx.idx.enclosing(unit, (cst.If, cst.For, cst.While, cst.With, cst.Try, cst.FunctionDef, cst.ClassDef))
+        if not isinstance(up, cst.If) or not ctx.idx.contains(ctx.func, ctx.pos[up]):
+            break
+        wider = _report_calls(up)
+        if wider is None:
+            break
+        unit, calls = up, wider
+    return (unit, calls) if calls else None
+
+
+def _lift_self(ctx: Ctx, parts: list[cst.CSTNode], inputs: list[str]) -> tuple[dict[cst.CSTNode, object], list[str],
+                                                                          list[str]] | str:
+    """A method's ``self`` cannot cross a deferred call (only tensors and constants do): each
+    attribute chain the unit reads from it (``self.name``, ``self.cfg.eps``) becomes an
+    argument of its own, read at the call. The swaps, the new parameters, the values passed;
+    or why not (``self`` used bare, or a method of it called)."""
+    assert ctx.func is not None
+    fp = ctx.func.params.params
+    me = fp[0].name.value if fp and ctx.idx.enclosing(ctx.func, cst.ClassDef) is not None else None
+    if me is None or me not in inputs:
+        return {}, inputs, inputs
+    swaps: dict[cst.CSTNode, object] = {}
+    lifted: dict[str, str] = {}
+    for n in (n for part in parts for n in walk(part)):
+        if not (isinstance(n, cst.Name) and n.value == me):
+            continue
+        chain: cst.CSTNode = n
+        while isinstance(up := ctx.parents.get(chain), cst.Attribute) and up.value is chain:
+            chain = up
+        parent = ctx.parents.get(chain)
+        if chain is n or isinstance(parent, cst.Call) and parent.func is chain:
+            return f"it uses `{ctx.code(chain if chain is not n else parent or n)}`"
+        code = ctx.code(chain)
+        lifted.setdefault(code, re.sub(r"\W+", "_", code))
+        swaps[chain] = cst.Name(lifted[code])
+    params = [p for a in inputs for p in ([*lifted.values()] if a == me else [a])]
+    values = [v for a in inputs for v in ([*lifted] if a == me else [a])]
+    return swaps, params, values
+
+
 @rule("report-defer")
 def _report_defer(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
     """A call made only for its effect, whose value is dropped and whose receiver is a
     module-level name (``writer.add_scalar("loss", loss.item(), step)``, ``meter.update(v)``,
-    ``print(f"{acc.item():.2f}")``) -> a module-level function taking the locals the call
-    reads, registered in ``reorderable_logging_functions``: Dynamo calls it after the graph
-    with the values the tensors had at the call, and its ``.item()``, formatting and clock
-    reads run there, eagerly. Only in the frame Dynamo compiles (torch 2.13 drops a deferred
+    ``print(f"{acc.item():.2f}")``), or an ``if`` whose branches only make such calls
+    (``if torch.isnan(loss): warnings.warn(...)``: GB0170) -> a module-level function taking
+    the locals it reads, registered in ``reorderable_logging_functions``: Dynamo calls it
+    after the graph with the values the tensors had at the call, and its test, ``.item()``,
+    formatting and clock reads run there, eagerly. A method's ``self.x`` reads cross as
+    arguments of their own. Only in the frame Dynamo compiles (torch 2.13 drops a deferred
     call made from a function it inlines), and only when the function reads nothing the call
     may change after it."""
-    st = ctx.stmt
-    if ctx.func is None or not isinstance(st, cst.SimpleStatementLine) or len(st.body) != 1:
+    if ctx.func is None:
         return
-    expr = st.body[0]
-    if not isinstance(expr, cst.Expr) or not isinstance(expr.value, cst.Call):
+    found = _report_unit(ctx)
+    if found is None:
         return
-    call = expr.value
-    receiver = _root(call.func)
-    if receiver is None or receiver in ("torch", "np", "numpy", "F", "nn", "dist") or \
-            isinstance(call.func, cst.Attribute) and call.func.attr.value.endswith("_"):
-        return   # a tensor op or an in-place update: not a report
+    st, calls = found
+    what = f"if {ctx.code(st.test)}: ..." if isinstance(st, cst.If) else f"{ctx.code(calls[0].func)}(...)"
+    yield from _deferred(ctx, "report-defer", st, st, [st], calls, [], f"`{what}` moved into {{name}}(), which "
+                         "Dynamo calls after the graph")
+
+
+@rule("if-where-report")
+def _if_where_report(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
+    """A data-dependent ``if`` whose branches report and assign names (``if fps[-1] <= 0:
+    warnings.warn(...); fpr = torch.zeros_like(t)`` / ``else: fpr = fps / fps[-1]``) -> the
+    reports, under the same test, in a function Dynamo calls after the graph (as
+    ``report-defer``), and the names selected with ``torch.where`` (as ``if-where``)."""
+    if ctx.func is None:
+        return
+    st: cst.CSTNode | None = ctx.stmt
+    if not isinstance(st, cst.If):   # a report inside the branch broke: its `if`
+        st = ctx.idx.enclosing(ctx.stmt, (cst.If, cst.For, cst.While, cst.With, cst.Try, cst.FunctionDef))
+    if not isinstance(st, cst.If) or isinstance(st.orelse, cst.If) or not ctx.idx.contains(ctx.func, ctx.pos[st]):
+        return
+    branches = [st.body] + ([st.orelse.body] if isinstance(st.orelse, cst.Else) else [])
+    reports: list[list[cst.BaseStatement]] = [[] for _ in branches]
+    assigns: list[list[cst.BaseStatement]] = [[] for _ in branches]
+    calls: list[cst.Call] = []
+    for k, block in enumerate(branches):
+        for line in cast(Sequence[cst.BaseStatement], block.body):
+            found = _report_calls(line)
+            if found:
+                reports[k].append(line)
+                calls += found
+            else:
+                assigns[k].append(line)
+    if not calls or not any(assigns):
+        return
+    made = {n for part in assigns for line in part for n in bound([line])}
+    if any(made & reads([line], ctx.parents) for part in reports for line in part):
+        yield Refusal("if-where-report", "a report reads a name its branch assigns: deferred, it would see the "
+                      "value from before the branch")
+        return
+    def suite(lines: list[cst.BaseStatement], like: cst.BaseSuite) -> cst.IndentedBlock:
+        header = like.header if isinstance(like, cst.IndentedBlock) else cst.TrailingWhitespace()
+        return cst.IndentedBlock(body=lines or [cst.SimpleStatementLine([cst.Pass()])], header=header)
+
+    orelse = cst.Else(body=suite(reports[1], branches[1])) if len(reports) > 1 and reports[1] else None
+    report_if = st.with_changes(body=suite(reports[0], st.body), orelse=orelse)
+    assign_if = st.with_changes(body=suite(assigns[0], st.body),
+                                orelse=cst.Else(body=suite(assigns[1], branches[1])) if len(assigns) > 1 else None)
+    where = where_assign(ctx, assign_if)
+    if not isinstance(where, list):
+        yield Refusal("if-where-report", "the branches do more than report and assign names")
+        return
+    parts: list[cst.CSTNode] = [st.test, *(line for part in reports for line in part)]
+    yield from _deferred(ctx, "if-where-report", st, report_if, parts, calls, where,
+                         f"`if {ctx.code(st.test)}`: its reports moved into {{name}}() (called after the graph), "
+                         "its names selected with torch.where")
+
+
+def _deferred(ctx: Ctx, rule_name: str, st: cst.BaseStatement, unit: cst.BaseStatement, parts: list[cst.CSTNode],
+              calls: list[cst.Call], rest: list[cst.BaseStatement], label: str) -> Iterator[Rewrite | Refusal]:
+    """The rewrites that move UNIT (ST itself, or ST with only its reports kept; PARTS: the
+    original nodes it is made of) into a module-level function registered in
+    ``reorderable_logging_functions`` and called in ST's place, followed by REST."""
+    assert ctx.func is not None
     if ctx.site.nesting_depth > 1 or len(user_frames(ctx.site)) > 1 or ctx.func.name.value != ctx.site.function:
-        yield Refusal("report-defer", f"{ctx.site.function} is inlined into the compiled frame: torch 2.13 drops a "
+        yield Refusal(rule_name, f"{ctx.site.function} is inlined into the compiled frame: torch 2.13 drops a "
                       "call deferred from an inlined function")
         return
-    inputs = locals_read(ctx.idx, [st], ctx.func)
-    if receiver in inputs:
-        yield Refusal("report-defer", f"`{receiver}` is a local object: a call deferred past the graph takes only "
+    receivers = sorted({r for c in calls if (r := _root(c.func)) is not None})
+    inputs = locals_read(ctx.idx, parts, ctx.func)
+    local = [r for r in receivers if r in inputs]
+    if local:
+        yield Refusal(rule_name, f"`{local[0]}` is a local object: a call deferred past the graph takes only "
                       "tensors and constants (make it module-level, or a region split keeps the call in place)")
         return
     outer = ctx.idx.enclosing(st, (cst.For, cst.While, cst.FunctionDef))
     loops = [outer] if isinstance(outer, (cst.For, cst.While)) else []
-    later = reads([*ctx.later_in_func(), *loops], ctx.parents)   # a loop runs its earlier lines again
-    if receiver in later:
-        yield Refusal("report-defer", f"the function reads `{receiver}` after the call: deferring the call past "
-                      "the graph would change what it reads")
+    inside = set(walk(st))
+    later = reads([n for n in [*ctx.later_in_func(), *loops] if n not in inside], ctx.parents)
+    read_later = [r for r in receivers if r in later]   # a loop runs its earlier lines again
+    if read_later:
+        yield Refusal(rule_name, f"the function reads `{read_later[0]}` after the call: deferring the call "
+                      "past the graph would change what it reads")
         return
+    lifted = _lift_self(ctx, parts, inputs)
+    if isinstance(lifted, str):
+        yield Refusal(rule_name, f"the report reads the object itself ({lifted}): a call deferred past the "
+                      "graph takes only tensors and constants")
+        return
+    swaps, params, values = lifted
+    body = cast(cst.BaseStatement, swap_in(unit, swaps)) if swaps else unit
     name = helper_name(ctx, f"_{ctx.func.name.value}_report")
+    label = label.format(name=name)
     register = cst.parse_statement(f"torch._dynamo.config.reorderable_logging_functions.add({name})\n")
     tradeoff = (f"the call runs after the compiled graph, on the values its tensors had at the call; the module "
                 f"registers {name} in torch._dynamo.config.reorderable_logging_functions")
+
+    def placed(helpers: list[cst.BaseStatement], call: str) -> str:
+        new = [replace_stmt(ctx, st, call), *rest]
+        return tidy_blank_lines(place_helper(ctx, [*helpers, register], {st: cst.FlattenSentinel(new)}))
+
     # disable: the deferred call runs inside the compiled frame's code, where Dynamo would
     # otherwise compile the helper as a frame of its own (and break at its .item()).
-    helper = helper_def(name, inputs, [st], [], "torch.compiler.disable", "runs eagerly, after the graph")
-    text = place_helper(ctx, [helper, register], {st: replace_stmt(ctx, st, f"{name}({', '.join(inputs)})")})
-    yield Rewrite("report-defer", "rewrite", f"`{ctx.code(call.func)}(...)` moved into {name}(), which Dynamo calls "
-                  "after the graph", tradeoff, {ctx.path: tidy_blank_lines(text)})
-    if not inputs:
+    helper = helper_def(name, params, [body], [], "torch.compiler.disable", "runs eagerly, after the graph")
+    yield Rewrite(rule_name, "rewrite", label, tradeoff, {ctx.path: placed([helper], f"{name}({', '.join(values)})")})
+    if not values:
         return
     # A number that changes per call (a step counter) turns symbolic after a recompile, and
     # Dynamo defers only tensors and constants (GB0296): it crosses as a float64 tensor with
     # its type's name, and the helper turns it back into that type.
-    kinds = [f"{a}_kind" for a in inputs]
-    back = [cst.parse_statement(f"{a} = _undeferred_arg({a}, {k})\n") for a, k in zip(inputs, kinds)]
-    helper = helper_def(name, [x for pair in zip(inputs, kinds) for x in pair], [*back, st], [],
+    kinds = [f"{a}_kind" for a in params]
+    back = [cst.parse_statement(f"{a} = _undeferred_arg({a}, {k})\n") for a, k in zip(params, kinds)]
+    helper = helper_def(name, [x for pair in zip(params, kinds) for x in pair], [*back, body], [],
                         "torch.compiler.disable", "runs eagerly, after the graph")
     have = {n.name.value for n in ctx.module.body if isinstance(n, cst.FunctionDef)}
     shared = [] if "_deferred_arg" in have else list(cst.parse_module(_DEFERRED_ARGS).body)
-    call_args = ", ".join(f"*_deferred_arg({a})" for a in inputs)
-    text = place_helper(ctx, [*shared, helper, register], {st: replace_stmt(ctx, st, f"{name}({call_args})")})
-    yield Rewrite("report-defer", "rewrite", f"`{ctx.code(call.func)}(...)` moved into {name}(), which Dynamo calls "
-                  "after the graph (numbers passed as tensors)", tradeoff + "; numbers cross as float64 tensors "
-                  "(exact for ints below 2**53)", {ctx.path: tidy_blank_lines(text)})
+    call_args = ", ".join(f"*_deferred_arg({a})" for a in values)
+    yield Rewrite(rule_name, "rewrite", label + " (numbers passed as tensors)", tradeoff + "; numbers cross "
+                  "as float64 tensors (exact for ints below 2**53)",
+                  {ctx.path: placed([*shared, helper], f"{name}({call_args})")})
 
 
 _DEFERRED_ARGS = """\

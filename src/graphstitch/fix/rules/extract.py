@@ -77,6 +77,10 @@ def replace_stmt(ctx: Ctx, stmt: cst.BaseStatement, code: str) -> cst.BaseStatem
     new = cst.parse_statement(code + "\n")
     if isinstance(stmt, cst.SimpleStatementLine) and isinstance(new, cst.SimpleStatementLine):
         return new.with_changes(trailing_whitespace=stmt.trailing_whitespace, leading_lines=stmt.leading_lines)
+    body = getattr(stmt, "body", None)
+    if isinstance(new, cst.SimpleStatementLine) and isinstance(body, cst.IndentedBlock):
+        # a compound statement's header comment stays on the line that replaces it
+        return new.with_changes(trailing_whitespace=body.header, leading_lines=getattr(stmt, "leading_lines", ()))
     return new.with_changes(leading_lines=getattr(stmt, "leading_lines", ()))
 
 

@@ -111,6 +111,13 @@ def swap_code(module: cst.Module, swaps: dict[cst.CSTNode, object]) -> str:
     return module.visit(_Swap(swaps)).code
 
 
+def swap_in(node: cst.CSTNode, swaps: dict[cst.CSTNode, object]) -> cst.CSTNode:
+    """NODE with SWAPS applied (a statement moved elsewhere, with some of its parts renamed)."""
+    out = node.visit(_Swap(swaps))
+    assert isinstance(out, cst.CSTNode)
+    return out
+
+
 def names(node: cst.CSTNode) -> set[str]:
     return {n.value for n in walk(node) if isinstance(n, cst.Name)}
 
