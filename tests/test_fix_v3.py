@@ -586,6 +586,7 @@ def test_a_callee_compiled_alone_is_split_at_the_function_the_user_compiled():
     site, rw, f = _trial_of("outer_split", "PAIRS", "entry-split")
     assert (site.gb_id, site.line, site.nesting_depth) == ("GB0109", marked_line(RULES_SRC, "PAIRS"), 1)
     assert rw.label.startswith(f"region split: mine_pairs() runs line {marked_line(RULES_SRC, 'TOP')}")
+    assert rw.strategy == "caller"   # the factory compiles the module of the parts: a caller-side move
     assert f.verified and f.after.sites == 0 and f.side_effects_kept, f.why_not
 
 
@@ -743,6 +744,27 @@ def test_a_tensor_test_that_reports_and_assigns_defers_the_report_and_selects_th
 
 def test_a_report_that_reads_what_its_branch_assigns_is_not_deferred():
     _refused_only("normalised_told", "NORM_TOLD", "GB0170", "if-where-report", "reads a name its branch assigns")
+
+
+def test_a_legacy_variable_wrapper_becomes_the_detach_it_means():
+    # `Variable(t)` (imported under another name): Dynamo cannot trace its __new__ (GB0007);
+    # since torch 0.4 it returns t.detach().
+    site, rw, f = _trial_of("smoothed_nll", "LEGACY_VAR", "legacy-variable")
+    assert (site.gb_id, site.line) == ("GB0007", marked_line(RULES_SRC, "LEGACY_VAR"))
+    assert "    soft = torch.full_like(logits, eps / (n - 1)).detach()  # LEGACY_VAR\n" in rw.files[str(RULES_SRC)]
+    assert f.verified and f.after.sites == 0, f.why_not
+
+
+def test_a_legacy_variable_with_other_arguments_is_not_rewritten():
+    _refused_only("volatile_scale", "LEGACY_VOLATILE", "GB0007", "legacy-variable", "other arguments")
+
+
+def test_an_elif_chain_assigning_one_name_becomes_nested_wheres():
+    site, rw, f = _trial_of("bounded_gain", "GAIN_CHAIN", "if-where")
+    assert (site.gb_id, site.line) == ("GB0170", marked_line(RULES_SRC, "GAIN_CHAIN"))
+    assert ("    g = torch.where(g < lo, x.new_tensor(lo), torch.where(g > hi, x.new_tensor(hi), g))\n"
+            in rw.files[str(RULES_SRC)])
+    assert f.verified and f.after.sites == 0, f.why_not
 
 
 def test_a_report_call_in_an_inlined_function_is_not_deferred():

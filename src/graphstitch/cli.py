@@ -728,7 +728,9 @@ fresh process, on a patched copy of your project; your files are not touched):
   1. rewrite   source rewrites of the statement that breaks (fix/rules/): .item() kept
                as a tensor, a data-dependent if -> torch.where / torch.cond, ...
   2. caller    what does not belong in the compiled region done by its caller and
-               passed in (a generator argument becomes a list the caller builds)
+               passed in (a generator argument becomes a list the caller builds); a
+               function entry's split, where your factory compiles a module of its parts
+               instead of the function, is a caller move too (tried with the splits)
   3. extract   the breaking statement moved into a helper Dynamo does not trace
                (nonstrict_trace)
   then, only for the sites none of those fixed:

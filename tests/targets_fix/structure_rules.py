@@ -6,6 +6,7 @@ import warnings
 
 import numpy as np
 import torch
+from torch.autograd import Variable as LegacyVar
 
 
 class GatedStack(torch.nn.Module):
@@ -962,3 +963,41 @@ def _normalised_told(scores, scale):
 def normalised_told():
     torch.manual_seed(0)
     return [(_normalised_told, (torch.rand(6), 2.0), {}), (_normalised_told, (-torch.rand(6), 2.0), {})]
+
+
+def _smoothed_nll(logits, target, eps):
+    n = logits.size(-1)
+    soft = LegacyVar(torch.full_like(logits, eps / (n - 1)))  # LEGACY_VAR
+    soft.scatter_(1, target[:, None], 1 - eps)
+    return -(soft * logits.log_softmax(-1)).sum(-1).mean()
+
+
+def smoothed_nll():
+    torch.manual_seed(0)
+    return [(_smoothed_nll, (torch.randn(5, 4), torch.tensor([0, 1, 2, 3, 0]), 0.1), {}),
+            (_smoothed_nll, (torch.randn(5, 4), torch.tensor([3, 2, 1, 0, 0]), 0.2), {})]
+
+
+def _volatile_scale(x):
+    frozen = LegacyVar(x * 2, volatile=True)  # LEGACY_VOLATILE
+    return frozen + 1
+
+
+def volatile_scale():
+    torch.manual_seed(0)
+    return [(_volatile_scale, (torch.randn(3),), {}), (_volatile_scale, (torch.randn(3),), {})]
+
+
+def _bounded_gain(x, lo, hi):
+    g = x.norm() / x.numel()
+    if g < lo:  # GAIN_CHAIN
+        g = x.new_tensor(lo)
+    elif g > hi:
+        g = x.new_tensor(hi)
+    return x * g
+
+
+def bounded_gain():
+    torch.manual_seed(0)
+    return [(_bounded_gain, (torch.randn(4), 0.6, 0.9), {}), (_bounded_gain, (torch.randn(4) * 5, 0.6, 0.9), {}),
+            (_bounded_gain, (torch.randn(4) * 1.4, 0.6, 0.9), {})]

@@ -27,7 +27,7 @@ from ..paths import in_project, short_path
 from ..targets import Options, Patches, target_file
 from .candidates import DATA_FLAGS, Candidate, both_data_flags, candidates
 from .patches import WRITABLE_KINDS, count_kinds, patch_text, plan_patch, write_files
-from .rules import Rewrite, proposals
+from .rules import Rewrite, proposals, tried_late
 from .trials import CauseFix, Counts, Fix, evaluate, new_breaks, outputs_proved, rank, uncovered, untraced_code
 from .workspace import Workspace
 
@@ -134,7 +134,7 @@ def fix_all(spec: str, opts: Options, *, jobs: int = 2, timeout: float | None = 
             if key not in flags_next:
                 props, refused = proposals(s, ws.project, target_file=tfile, factory=factory, overlay=overlay,
                                            sites=cur.sites)
-                props = [p for p in props if not p.upstream and p.strategy != "split"]   # the project only
+                props = [p for p in props if not p.upstream and not tried_late(p)]   # the project only
                 if props:
                     pairs += [(s, Candidate(p.strategy, p.label, Patches(), p)) for p in props]
                     continue
@@ -142,7 +142,7 @@ def fix_all(spec: str, opts: Options, *, jobs: int = 2, timeout: float | None = 
             # Second: region splits, config flags and hatches, all written as source.
             props, _ = proposals(s, ws.project, target_file=tfile, factory=factory, overlay=overlay, sites=cur.sites)
             more = [Candidate(p.strategy, p.label, Patches(), p) for p in props
-                    if p.strategy == "split" and not p.upstream] + _written_candidates(s, ws, tfile, overlay)
+                    if tried_late(p) and not p.upstream] + _written_candidates(s, ws, tfile, overlay)
             if not more:
                 done[key] = flags_next[key] + "; no region split, config flag or hatch to write"
             second.add(key)

@@ -27,7 +27,7 @@ from ..model import CauseId, Census, ErrorInfo, ErrorKind, Site, SiteId, StackEn
 from ..perf.timing import LatencyStats
 from ..targets import Options, Patches, target_file
 from .candidates import INVASIVENESS, Candidate, candidates, flags_together
-from .rules import STRATEGY_RANK, Rewrite, proposals, user_frames
+from .rules import STRATEGY_RANK, Rewrite, proposals, tried_late, user_frames
 from .workspace import Workspace, unified_diff
 
 # The candidate kinds `fix` tries unless told otherwise: those it can write as source.
@@ -501,7 +501,7 @@ def _run_fix(ws: Workspace, opts: Options, jobs: int, timeout: float | None, onl
 
     # Best strategy first: a site with a verified rewrite, caller move or extract needs no
     # split, run-time wrapper or flag (those run only for the sites left, unless exhaustive).
-    first = [(s, c) for s, c in rewrites if c.kind != "split"]
+    first = [(s, c) for s, c in rewrites if c.rewrite is None or not tried_late(c.rewrite)]
     results = run_all({c.key: c for _, c in first})
     trials: dict[str, Census] = dict(results)
     fixes = [evaluate(s, c, base, results[c.key]) for s, c in first]
@@ -516,7 +516,7 @@ def _run_fix(ws: Workspace, opts: Options, jobs: int, timeout: float | None, onl
     first += follow
     done = {f.site for f in fixes if f.verified and not f.upstream and f.strategy in ("rewrite", "caller", "extract")} \
         if not exhaustive else set()
-    pairs = [(s, c) for s, c in rewrites if c.kind == "split" and s.id not in done]
+    pairs = [(s, c) for s, c in rewrites if c.rewrite is not None and tried_late(c.rewrite) and s.id not in done]
     pairs += [(s, c) for s in sites if s.id not in done for c in candidates(s, ws.project)
               if kinds is None or c.kind in kinds]
     results = run_all({c.key: c for _, c in pairs})

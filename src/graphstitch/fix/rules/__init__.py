@@ -32,10 +32,11 @@ from ...files import source_text
 from ...model import Site
 from ...paths import Where, in_project, where
 from . import apis, base, branches, caller, collectives, effects, extract, masks, scalars, split  # noqa: F401 - they register
-from .base import STRATEGY_RANK, Ctx, Refusal, Rewrite, entry_frame, is_scope_frame, user_frames
+from .base import STRATEGY_RANK, Ctx, Refusal, Rewrite, entry_frame, is_scope_frame, tried_late, user_frames
 from .syntax import Index, parses
 
-__all__ = ["STRATEGY_RANK", "Refusal", "Rewrite", "entry_frame", "is_scope_frame", "proposals", "user_frames"]
+__all__ = ["STRATEGY_RANK", "Refusal", "Rewrite", "entry_frame", "is_scope_frame", "proposals", "tried_late",
+           "user_frames"]
 
 
 def site_file(site: Site) -> tuple[str | None, str | None]:

@@ -67,6 +67,54 @@ def _deepcopy_clone(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
                       {ctx.path: ctx.swap(swaps)})
 
 
+def _legacy_variable_names(ctx: Ctx) -> set[str]:
+    """How this module spells ``torch.autograd.Variable``: its imported names (``from
+    torch.autograd import Variable as V``) and the dotted forms its imports allow."""
+    out = {"torch.autograd.Variable", "torch.autograd.variable.Variable"}
+    for n in walk(ctx.module):
+        if not isinstance(n, cst.ImportFrom) or n.module is None or isinstance(n.names, cst.ImportStar):
+            continue
+        mod = ctx.code(n.module)
+        for a in n.names:
+            name = a.asname.name.value if a.asname and isinstance(a.asname.name, cst.Name) else ctx.code(a.name)
+            if mod in ("torch.autograd", "torch.autograd.variable") and ctx.code(a.name) == "Variable":
+                out.add(name)
+            elif mod == "torch" and ctx.code(a.name) == "autograd":
+                out.add(f"{name}.Variable")
+    return out
+
+
+@rule("legacy-variable")
+def _legacy_variable(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
+    """``Variable(t)`` (the pre-0.4 autograd wrapper: Dynamo cannot trace its ``__new__``,
+    GB0007) -> ``t.detach()``, which is what it returns today (the same storage, no grad);
+    ``Variable(t, requires_grad=b)`` -> ``t.detach().requires_grad_(b)``. Every such call in
+    the file: they are the same break."""
+    if "LegacyVariable" not in f"{ctx.site.gb_type} {ctx.site.explanation}":
+        return
+    spelled = _legacy_variable_names(ctx)
+    swaps: dict[cst.CSTNode, object] = {}
+    for n in walk(ctx.module):
+        if not isinstance(n, cst.Call) or ctx.code(n.func) not in spelled:
+            continue
+        pos = [a for a in n.args if a.keyword is None]
+        kws = {a.keyword.value: a.value for a in n.args if a.keyword is not None}
+        if len(pos) != 1 or pos[0].star or set(kws) - {"requires_grad"}:
+            if ctx.idx.contains(n, ctx.site.line):
+                yield Refusal("legacy-variable", f"`{ctx.code(n)[:60]}` has other arguments than a tensor and "
+                              "requires_grad")
+                return
+            continue   # another line's call: left as it is
+        v = pos[0].value
+        src = ctx.code(v) if isinstance(v, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)) else f"({ctx.code(v)})"
+        grad = f".requires_grad_({ctx.code(kws['requires_grad'])})" if "requires_grad" in kws else ""
+        swaps[n] = cst.parse_expression(f"{src}.detach(){grad}")
+    if swaps:
+        yield Rewrite("legacy-variable", "rewrite", f"Variable(t) -> t.detach() ({len(swaps)} in the file)",
+                      "none: it is what Variable(t) returns since torch 0.4 (the same storage, no grad)",
+                      {ctx.path: ctx.swap(swaps)})
+
+
 @rule("drop-graph-break")
 def _drop_graph_break(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
     for s in small(ctx.stmt):

@@ -36,6 +36,12 @@ class Rewrite:
     upstream: bool = False    # it patches a file outside the project: offered, never written
 
 
+def tried_late(rw: Rewrite) -> bool:
+    """A patch that reshapes the code most: a region split, or an entry split (which changes
+    what the caller compiles). Tried only for the sites no smaller patch fixed."""
+    return rw.strategy == "split" or rw.rule == "entry-split"
+
+
 @dataclass
 class Refusal:
     """A rule that matched the site but will not propose a patch, and why."""

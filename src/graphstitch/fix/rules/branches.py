@@ -135,7 +135,7 @@ def where_assign(ctx: Ctx, st: cst.If) -> list[cst.BaseStatement] | Refusal | No
     f(a); b = g(a)``) are computed in order into temporaries first (both branches run)."""
     orelse = st.orelse.body if isinstance(st.orelse, cst.Else) else None
     if isinstance(st.orelse, cst.If):
-        return None
+        return _where_chain(ctx, st)
     a = _plain_assigns(st.body)
     b = _plain_assigns(orelse) if orelse is not None else []
     if a is None or b is None or not a:
@@ -163,6 +163,41 @@ def where_assign(ctx: Ctx, st: cst.If) -> list[cst.BaseStatement] | Refusal | No
     new_stmts: list[cst.BaseStatement] = [cst.parse_statement(ln + "\n") for ln in lines]
     new_stmts[0] = new_stmts[0].with_changes(leading_lines=st.leading_lines)
     return new_stmts
+
+
+def _where_chain(ctx: Ctx, st: cst.If) -> list[cst.BaseStatement] | None:
+    """``if c1: a = x / elif c2: a = y / (else: a = z)`` -> ``a = torch.where(c1, x,
+    torch.where(c2, y, z or a))`` per name: every arm only assigns names, none reads a
+    name an arm binds (the arms' values are all computed before the select)."""
+    arms: list[tuple[cst.BaseExpression, dict[str, cst.BaseExpression]]] = []
+    cur: cst.If | None = st
+    last: dict[str, cst.BaseExpression] = {}
+    while cur is not None:
+        a = _plain_assigns(cur.body)
+        if not a or len(dict(a)) != len(a):
+            return None
+        arms.append((cur.test, dict(a)))
+        nxt = cur.orelse
+        if isinstance(nxt, cst.Else):
+            b = _plain_assigns(nxt.body)
+            if b is None or len(dict(b)) != len(b):
+                return None
+            last = dict(b)
+        cur = nxt if isinstance(nxt, cst.If) else None
+    values = [*(v for _, d in arms for v in d.values()), *last.values()]
+    local = branch_local(ctx, st)
+    targets = [n for n in dict.fromkeys([n for _, d in arms for n in d] + list(last)) if n not in local]
+    if not targets or any(set(targets) & names(v) for v in values) and len(targets) > 1:
+        return None
+    lines = []
+    for n in targets:
+        expr = ctx.code(last[n]) if n in last else n
+        for test, d in reversed(arms):
+            expr = f"torch.where({where_test(ctx, test)}, {ctx.code(d[n]) if n in d else n}, {expr})"
+        lines.append(f"{n} = {expr}")
+    out: list[cst.BaseStatement] = [cst.parse_statement(ln + "\n") for ln in lines]
+    out[0] = out[0].with_changes(leading_lines=st.leading_lines)
+    return out
 
 
 @rule("if-where")

@@ -235,7 +235,9 @@ def _split_at(ctx: Ctx, entry: StackEntry, chain: Sequence[StackEntry] = ()) -> 
         files = _caller_compiles(ctx, entry.file, code, fn_entry.name.value, cls.name.value)
         if isinstance(files, Refusal):
             return files
-        return Rewrite("entry-split", "split",
+        # Strategy 3 at a function entry changes the caller: it compiles the module of the
+        # parts instead of the function. Issue 19 files this under caller-side moves.
+        return Rewrite("entry-split", "caller",
                        f"region split: {fn_entry.name.value}() runs {gap_lines}; the factory compiles "
                        f"{cls.name.value}, a module of its parts, instead",
                        "the eager gap stays, explicit; your own code compiles the module instead of the function "
