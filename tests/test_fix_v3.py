@@ -349,7 +349,7 @@ STRUCTURE_CASES = [
     # an assert on a tensor's Python truth: on the tensor (a run-time check in the graph)
     ("asserted", "ASSERTED", "assert-tensor", "GB0170", "assert torch.logical_not("),
     # legacy no-op wrapper
-    ("legacy", "LEGACY", "drop-variable", "GB0007", "    return x @ w  # LEGACY"),
+    ("legacy", "LEGACY", "drop-variable", "GB0007", "    return x @ w.detach()  # LEGACY"),
     # a generator argument whose items break: a list, made before the consumer iterates it
     ("gen_arg", "GEN_ARG", "generator-to-list", "GB8335", "_running_mean([_row_norm(r) for r in x])"),
     # a cache hit decided on the host: skipped when compiling (the miss path computes the value)
@@ -749,14 +749,14 @@ def test_a_report_that_reads_what_its_branch_assigns_is_not_deferred():
 def test_a_legacy_variable_wrapper_becomes_the_detach_it_means():
     # `Variable(t)` (imported under another name): Dynamo cannot trace its __new__ (GB0007);
     # since torch 0.4 it returns t.detach().
-    site, rw, f = _trial_of("smoothed_nll", "LEGACY_VAR", "legacy-variable")
+    site, rw, f = _trial_of("smoothed_nll", "LEGACY_VAR", "drop-variable")
     assert (site.gb_id, site.line) == ("GB0007", marked_line(RULES_SRC, "LEGACY_VAR"))
     assert "    soft = torch.full_like(logits, eps / (n - 1)).detach()  # LEGACY_VAR\n" in rw.files[str(RULES_SRC)]
     assert f.verified and f.after.sites == 0, f.why_not
 
 
 def test_a_legacy_variable_with_other_arguments_is_not_rewritten():
-    _refused_only("volatile_scale", "LEGACY_VOLATILE", "GB0007", "legacy-variable", "other arguments")
+    _refused_only("volatile_scale", "LEGACY_VOLATILE", "GB0007", "drop-variable", "other arguments")
 
 
 def test_an_elif_chain_assigning_one_name_becomes_nested_wheres():
@@ -783,6 +783,19 @@ def test_a_deprecation_notice_torch_gives_is_not_a_side_effect_to_keep():
     cand = Candidate("config", "capture", Patches(config={"capture_scalar_outputs": True}))
     opts = dataclasses.replace(OPTS, fresh=True, patches=cand.patches)
     f = evaluate(site, cand, base, census_target(f"{RULES_SRC}:amp_step", opts, project_root=str(RULES_SRC.parent)))
+    assert f.verified and f.side_effects_kept, f.why_not
+
+
+def test_a_warning_torch_emits_about_the_users_call_is_not_a_side_effect_to_keep():
+    # F.log_softmax(x) without dim: torch's UserWarning names the user's line (stacklevel) on
+    # every eager call; compiled, Dynamo emits it while tracing only. The emitter is torch.
+    import dataclasses
+
+    base, site = _site_of(f"{RULES_SRC}:implicit_dim", "IMPLICIT_ITEM", RULES_SRC)
+    assert site.gb_id == "GB0124"
+    cand = Candidate("config", "capture", Patches(config={"capture_scalar_outputs": True}))
+    opts = dataclasses.replace(OPTS, fresh=True, patches=cand.patches)
+    f = evaluate(site, cand, base, census_target(f"{RULES_SRC}:implicit_dim", opts, project_root=str(RULES_SRC.parent)))
     assert f.verified and f.side_effects_kept, f.why_not
 
 

@@ -464,6 +464,19 @@ def _effects(out: list[str]) -> Iterator[None]:
     # to another line of the same file.
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
+        # A warning torch (or Python) emits about the user's call names the user's line
+        # (stacklevel), yet it is torch's diagnostic (`F.softmax(x)` without `dim`), which
+        # Dynamo emits while tracing only: the emitter is the frame that called warn.
+        internal: set[int] = set()
+
+        def record(msg: warnings.WarningMessage) -> None:
+            f = sys._getframe(1)
+            while f is not None and f.f_code.co_filename == warnings.__file__:
+                f = f.f_back   # type: ignore[assignment]
+            if f is not None and paths.is_internal(f.f_code.co_filename):
+                internal.add(id(msg))
+            caught.append(msg)
+        warnings._showwarnmsg_impl = record  # type: ignore[attr-defined]   # catch_warnings restores it
         try:
             with contextlib.redirect_stdout(buf), _file_writes(out):
                 yield
@@ -475,7 +488,8 @@ def _effects(out: list[str]) -> Iterator[None]:
             # `torch.cuda.amp.autocast()`) name the user's line, and Dynamo emits them while
             # tracing, not on every call.
             out.extend(f"warning {w.category.__name__} {w.message}" for w in caught
-                       if not paths.is_internal(w.filename) and not issubclass(w.category, _DEPRECATIONS))
+                       if not paths.is_internal(w.filename) and not issubclass(w.category, _DEPRECATIONS)
+                       and id(w) not in internal)
 
 
 def _fresh(x: Any, gen: torch.Generator, keep_ints: bool = False) -> Any:

@@ -613,12 +613,12 @@ def iter_trace_records(lines: Iterable[str], dec: Decoder) -> Iterator[Record]:
             if meta is not None and want:
                 chunks.append(raw[1:].rstrip("\n"))
             continue
+        if not raw.strip():
+            continue   # noise, not a record: a payload around it goes on
         if meta is not None:
             if (rec := _finished(meta, chunks, want, dec, last=False)) is not None:
                 yield rec
             meta, chunks = None, []
-        if not raw.strip():
-            continue
         i = raw.find("] {")
         if i >= 0 and _unwanted(raw, i + 2):
             dec.records += 1  # most records (chromium events, tensor descriptions): no json.loads

@@ -1001,3 +1001,15 @@ def bounded_gain():
     torch.manual_seed(0)
     return [(_bounded_gain, (torch.randn(4), 0.6, 0.9), {}), (_bounded_gain, (torch.randn(4) * 5, 0.6, 0.9), {}),
             (_bounded_gain, (torch.randn(4) * 1.4, 0.6, 0.9), {})]
+
+
+def _implicit_dim(x, w):
+    p = torch.nn.functional.log_softmax(x @ w)  # torch warns (no dim), naming this line, on every eager call
+    scale = p.exp().sum().item()  # IMPLICIT_ITEM
+    return p * scale
+
+
+def implicit_dim():
+    torch.manual_seed(0)
+    w = torch.randn(4, 3)
+    return [(_implicit_dim, (torch.randn(5, 4), w), {}), (_implicit_dim, (torch.randn(5, 4), w), {})]

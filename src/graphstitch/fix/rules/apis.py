@@ -84,13 +84,13 @@ def _legacy_variable_names(ctx: Ctx) -> set[str]:
     return out
 
 
-@rule("legacy-variable")
-def _legacy_variable(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
+@rule("drop-variable")
+def _drop_variable(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
     """``Variable(t)`` (the pre-0.4 autograd wrapper: Dynamo cannot trace its ``__new__``,
     GB0007) -> ``t.detach()``, which is what it returns today (the same storage, no grad);
     ``Variable(t, requires_grad=b)`` -> ``t.detach().requires_grad_(b)``. Every such call in
     the file: they are the same break."""
-    if "LegacyVariable" not in f"{ctx.site.gb_type} {ctx.site.explanation}":
+    if "Variable" not in f"{ctx.site.gb_type} {ctx.site.explanation}":
         return
     spelled = _legacy_variable_names(ctx)
     swaps: dict[cst.CSTNode, object] = {}
@@ -101,7 +101,7 @@ def _legacy_variable(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
         kws = {a.keyword.value: a.value for a in n.args if a.keyword is not None}
         if len(pos) != 1 or pos[0].star or set(kws) - {"requires_grad"}:
             if ctx.idx.contains(n, ctx.site.line):
-                yield Refusal("legacy-variable", f"`{ctx.code(n)[:60]}` has other arguments than a tensor and "
+                yield Refusal("drop-variable", f"`{ctx.code(n)[:60]}` has other arguments than a tensor and "
                               "requires_grad")
                 return
             continue   # another line's call: left as it is
@@ -110,7 +110,7 @@ def _legacy_variable(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
         grad = f".requires_grad_({ctx.code(kws['requires_grad'])})" if "requires_grad" in kws else ""
         swaps[n] = cst.parse_expression(f"{src}.detach(){grad}")
     if swaps:
-        yield Rewrite("legacy-variable", "rewrite", f"Variable(t) -> t.detach() ({len(swaps)} in the file)",
+        yield Rewrite("drop-variable", "rewrite", f"Variable(t) -> t.detach() ({len(swaps)} in the file)",
                       "none: it is what Variable(t) returns since torch 0.4 (the same storage, no grad)",
                       {ctx.path: ctx.swap(swaps)})
 
@@ -261,21 +261,6 @@ def _bincount_fixed_length(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
         yield Rewrite("bincount-fixed-length", "rewrite", "bincount -> index_add into a minlength-long tensor",
                       "assumes every value is below minlength (bincount would grow its output past it; here it "
                       "raises)", {ctx.path: add_import(ctx.swap(swaps), "import torch")})
-
-
-@rule("drop-variable")
-def _drop_variable(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
-    """``Variable(t)`` (``torch.autograd.Variable``, a no-op wrapper since torch 0.4 that
-    Dynamo cannot call) -> ``t``."""
-    swaps: dict[cst.CSTNode, object] = {}
-    for n in walk(ctx.stmt):
-        if isinstance(n, cst.Call) and ctx.code(n.func) in ("Variable", "autograd.Variable", "torch.autograd.Variable") \
-                and len(n.args) == 1 and n.args[0].keyword is None and not n.args[0].star \
-                and ctx.idx.contains(n, ctx.site.line):
-            swaps[n] = n.args[0].value
-    if swaps:
-        yield Rewrite("drop-variable", "rewrite", "Variable(t) -> t (a no-op wrapper since torch 0.4)",
-                      "none: Variable(t) returns t's data as a tensor already", {ctx.path: ctx.swap(swaps)})
 
 
 @rule("generator-to-list")
