@@ -772,30 +772,20 @@ def test_a_report_call_in_an_inlined_function_is_not_deferred():
     _refused_only("boarded_inner", "BOARD_INNER", "GB0124", "report-defer", "inlined")
 
 
-def test_a_deprecation_notice_torch_gives_is_not_a_side_effect_to_keep():
-    # torch.cuda.amp.autocast() warns FutureWarning at the user's line on every eager call;
-    # compiled, Dynamo emits it while tracing only. A fix for the .item() must not be refused
-    # as "side effect lost" for it (a user's own UserWarning still counts: warnings_warn).
+@pytest.mark.parametrize(("factory", "tag"), [("amp_step", "AMP_ITEM"), ("implicit_dim", "IMPLICIT_ITEM")])
+def test_a_warning_torch_gives_about_the_users_call_is_not_a_side_effect_to_keep(factory, tag):
+    # Both name the user's line on every eager call; compiled, Dynamo emits them while tracing
+    # only. amp_step: torch.cuda.amp.autocast()'s FutureWarning (a deprecation notice);
+    # implicit_dim: F.log_softmax(x) without dim, a UserWarning torch emits (the frame that
+    # called warn is torch's). A fix for the .item() must not be refused as "side effect
+    # lost" for them (a user's own UserWarning still counts: warnings_warn).
     import dataclasses
 
-    base, site = _site_of(f"{RULES_SRC}:amp_step", "AMP_ITEM", RULES_SRC)
+    base, site = _site_of(f"{RULES_SRC}:{factory}", tag, RULES_SRC)
     assert site.gb_id == "GB0124"
     cand = Candidate("config", "capture", Patches(config={"capture_scalar_outputs": True}))
     opts = dataclasses.replace(OPTS, fresh=True, patches=cand.patches)
-    f = evaluate(site, cand, base, census_target(f"{RULES_SRC}:amp_step", opts, project_root=str(RULES_SRC.parent)))
-    assert f.verified and f.side_effects_kept, f.why_not
-
-
-def test_a_warning_torch_emits_about_the_users_call_is_not_a_side_effect_to_keep():
-    # F.log_softmax(x) without dim: torch's UserWarning names the user's line (stacklevel) on
-    # every eager call; compiled, Dynamo emits it while tracing only. The emitter is torch.
-    import dataclasses
-
-    base, site = _site_of(f"{RULES_SRC}:implicit_dim", "IMPLICIT_ITEM", RULES_SRC)
-    assert site.gb_id == "GB0124"
-    cand = Candidate("config", "capture", Patches(config={"capture_scalar_outputs": True}))
-    opts = dataclasses.replace(OPTS, fresh=True, patches=cand.patches)
-    f = evaluate(site, cand, base, census_target(f"{RULES_SRC}:implicit_dim", opts, project_root=str(RULES_SRC.parent)))
+    f = evaluate(site, cand, base, census_target(f"{RULES_SRC}:{factory}", opts, project_root=str(RULES_SRC.parent)))
     assert f.verified and f.side_effects_kept, f.why_not
 
 

@@ -17,6 +17,6 @@ def target():
 
 
 EXPECT = (
-    "split: torch.where is refused (branches differ in shape, it would broadcast); the function entry's split runs"
+    "caller: torch.where is refused (branches differ in shape, it would broadcast); the function entry's split runs"
     " the branch eagerly between compiled parts and the factory compiles that module (entry-split)"
 )

@@ -33,4 +33,4 @@ def target():
     return [(detect, (boxes, torch.rand(8)), {})]
 
 
-EXPECT = 'split: the data-dependent NMS loop runs eagerly between compiled parts; the factory compiles the module of the parts (entry-split)'
+EXPECT = 'caller: the data-dependent NMS loop runs eagerly between compiled parts; the factory compiles the module of the parts (entry-split)'

@@ -16,6 +16,6 @@ def target():
 
 
 EXPECT = (
-    "split: numpy's random stream cannot be rewritten (no torch draw equals it), so the draw runs eagerly between"
+    "caller: numpy's random stream cannot be rewritten (no torch draw equals it), so the draw runs eagerly between"
     " compiled parts (entry-split; the verifier seeds numpy before each call)"
 )

@@ -29,4 +29,4 @@ def target():
     return [(block, (torch.randn(4, 3),), {})]
 
 
-EXPECT = 'split: the wall-clock timer runs eagerly around the compiled part (entry-split); no rewrite can keep a host clock'
+EXPECT = 'caller: the wall-clock timer runs eagerly around the compiled part (entry-split); no rewrite can keep a host clock'
