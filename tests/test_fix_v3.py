@@ -767,6 +767,20 @@ def test_an_elif_chain_assigning_one_name_becomes_nested_wheres():
     assert f.verified and f.after.sites == 0, f.why_not
 
 
+def test_a_function_that_is_one_loop_calling_a_model_keeps_the_loop_eager_and_compiles_the_model():
+    # The whole body is the loop holding the stop test: no statement around it computes, but
+    # the loop calls the model it was given, a frame Dynamo compiles from the eager glue.
+    site, rw, f = _trial_of("greedy", "STOP_TOKEN", "entry-split", "in place")
+    assert (site.gb_id, site.line) == ("GB0170", marked_line(RULES_SRC, "STOP_TOKEN"))
+    assert rw.strategy == "caller"
+    assert f.verified and f.after.sites == 0 and f.after.graphs >= 1, f.why_not
+
+
+def test_a_function_that_is_one_loop_of_tensor_ops_is_not_split_into_all_eager():
+    # Nothing around the loop computes and the loop calls nothing Dynamo would compile apart.
+    _refused_only("halving", "HALVE", "GB0170", "region-split", "nothing before, between or after")
+
+
 def test_a_report_call_in_an_inlined_function_is_not_deferred():
     # torch 2.13 drops a call deferred from a frame it inlines: refused, with that reason.
     _refused_only("boarded_inner", "BOARD_INNER", "GB0124", "report-defer", "inlined")

@@ -1013,3 +1013,39 @@ def implicit_dim():
     torch.manual_seed(0)
     w = torch.randn(4, 3)
     return [(_implicit_dim, (torch.randn(5, 4), w), {}), (_implicit_dim, (torch.randn(5, 4), w), {})]
+
+
+class TinyLM(torch.nn.Module):
+    def __init__(self, vocab=11, d=8):
+        super().__init__()
+        self.emb = torch.nn.Embedding(vocab, d)
+        self.out = torch.nn.Linear(d, vocab)
+
+    def forward(self, ids):
+        return self.out(torch.tanh(self.emb(ids)))
+
+
+def _greedy(model, ids, steps, stop):
+    for _ in range(steps):
+        nxt = model(ids)[:, -1].argmax(-1, keepdim=True)
+        if nxt == stop:  # STOP_TOKEN
+            break
+        ids = torch.cat([ids, nxt], 1)
+    return ids
+
+
+def greedy():
+    torch.manual_seed(0)
+    lm = TinyLM()
+    return [(_greedy, (lm, torch.tensor([[1, 2]]), 6, 3), {}), (_greedy, (lm, torch.tensor([[4]]), 6, 5), {})]
+
+
+def _halving(x, floor):
+    while x.abs().max() > floor:  # HALVE
+        x = x / 2
+    return x
+
+
+def halving():
+    torch.manual_seed(0)
+    return [(_halving, (torch.randn(4) * 8, 1.0), {}), (_halving, (torch.randn(4) * 3, 1.0), {})]

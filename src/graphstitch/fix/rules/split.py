@@ -130,7 +130,10 @@ def _split_at(ctx: Ctx, entry: StackEntry, chain: Sequence[StackEntry] = ()) -> 
             return Refusal("region-split", "the function yields (a generator); it cannot be split")
         if any(_returns(st) for eager, stmts in parts[:-1] if not (eager and inline) for st in stmts):
             return Refusal("region-split", "a statement before the last part returns; forward cannot be split there")
-        if not any(_computes(stmts) for eager, stmts in parts if not eager):
+        # A loop kept in the glue compiles what it calls: a module or function it was given
+        # (`model(idx)`, `self.decoder(h)`) or one this file defines.
+        if not any(_computes(stmts) for eager, stmts in parts if not eager) and \
+                not (inline and _calls_out(idx, [st for eager, stmts in parts if eager for st in stmts], params)):
             return Refusal("region-split", "nothing before, between or after the breaks computes: the whole forward "
                            "would run eagerly")
         self_name = params[0]
@@ -409,6 +412,22 @@ def _surely_bound(stmts: Sequence[cst.BaseStatement]) -> set[str]:
 
 def _yields(st: cst.CSTNode) -> bool:
     return any(isinstance(n, cst.Yield) for n in walk_no_defs(st))
+
+
+def _calls_out(idx: Index, stmts: Sequence[cst.BaseStatement], params: Sequence[str]) -> bool:
+    """STMTS call a parameter (``model(x)``), an attribute of the first one (``self.net(x)``)
+    or a function this module defines: frames Dynamo compiles from eager glue."""
+    defs = {n.name.value for n in idx.module.body if isinstance(n, (cst.FunctionDef, cst.ClassDef))}
+    for st in stmts:
+        for n in walk(st):
+            if not isinstance(n, cst.Call):
+                continue
+            f = n.func
+            if isinstance(f, cst.Name) and (f.value in params or f.value in defs):
+                return True
+            if isinstance(f, cst.Attribute) and isinstance(f.value, cst.Name) and params and f.value.value == params[0]:
+                return True
+    return False
 
 
 def _computes(stmts: Sequence[cst.BaseStatement]) -> bool:
