@@ -260,6 +260,61 @@ def test_ray_gives_the_same_rows_as_the_local_pool(whole, tmp_path):
     assert sorted(_rows(tmp_path / "ray.jsonl")) == sorted(t.id for t in targets)
 
 
+def test_sources_parse_beside_another_thread_that_parses():
+    """A sweep's threads parse sources (site qualnames, registries) at once. On CPython before
+    3.12.4 a thread switch inside ast.parse's object conversion (here forced by a finalizer
+    that waits for the other thread) raised "AST constructor recursion depth mismatch" in a
+    `sweep -j 2` on CI; graphstitch's parses take turns."""
+    import gc
+    import threading
+
+    from graphstitch.files import parse_python
+    big = "x = [" + ", ".join(f"f({i})" for i in range(2000)) + "]\n"
+    inside, other_done = threading.Event(), threading.Event()
+    errors: list[BaseException] = []
+    trees: list[object] = []
+
+    class Pause:
+        def __del__(self):
+            if threading.current_thread().name == "first" and not inside.is_set():
+                inside.set()                 # the first parse is converting its tree ...
+                other_done.wait(1.0)         # ... the second parses now, if it can
+
+    def first():
+        gc.disable()
+        for _ in range(5):
+            p = Pause()
+            p.me = p                         # a cycle: collected by the GC run inside the parse
+        del p
+        old = gc.get_threshold()
+        gc.set_threshold(1)
+        gc.enable()
+        try:
+            trees.append(parse_python(big))
+        except SystemError as e:
+            errors.append(e)
+        finally:
+            gc.set_threshold(*old)
+
+    def second():
+        inside.wait(5)
+        def deeper(n):                       # another stack depth than the first thread's
+            return deeper(n - 1) if n else parse_python("y = 1")
+        try:
+            trees.append(deeper(20))
+        except SystemError as e:
+            errors.append(e)
+        other_done.set()
+
+    threads = [threading.Thread(target=second, name="second"), threading.Thread(target=first, name="first")]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(10)
+    assert inside.is_set()                   # the switch happened inside the first parse
+    assert errors == [] and len(trees) == 2
+
+
 @pytest.mark.slow
 def test_real_registry_sweep(tmp_path):
     pytest.importorskip("transformers")

@@ -67,10 +67,10 @@ def _index(tree: ast.AST) -> list[Def]:
 
 @functools.lru_cache(maxsize=256)
 def _load(file: str, stamp: tuple[int, int]) -> Source | None:
-    from .files import source_text
+    from .files import parse_python, source_text
     try:
         text = source_text(file)
-        tree = ast.parse(text)
+        tree = parse_python(text, file)
     except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
         return None
     return Source(text.split("\n"), _index(tree))

@@ -6,11 +6,12 @@ permission bits and (where the OS lets us) its owner; a symlink stays a symlink 
 target gets the new content; a new file gets the mode the user's umask gives. A read-only
 or immutable file is refused with one line and nothing is left behind.
 
-No torch here; nothing above the standard library.
+Also reading and parsing Python sources. No torch here; nothing above the standard library.
 """
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import errno
 import hashlib
@@ -18,6 +19,7 @@ import io
 import os
 import stat
 import tempfile
+import threading
 import tokenize
 from dataclasses import dataclass
 from pathlib import Path
@@ -151,6 +153,20 @@ def read_source(path: str | os.PathLike[str]) -> tuple[str, SourceFormat]:
 def source_text(path: str | os.PathLike[str]) -> str:
     """A Python file's text, ``\\n`` line endings (see :func:`read_source`)."""
     return read_source(path)[0]
+
+
+# CPython before 3.12.4 keeps ast.parse's recursion count in interpreter-wide state: a
+# thread switch inside the AST conversion (a finalizer that runs Python code) while another
+# thread parses raises "SystemError: AST constructor recursion depth mismatch" (CPython
+# gh-106905; a `sweep -j 2` hit it). Sweeps and fix trials parse in threads: every parse
+# graphstitch does takes this lock. Reentrant, for a parse inside a finalizer.
+_PARSE_LOCK = threading.RLock()
+
+
+def parse_python(text: str, filename: str = "<unknown>") -> ast.Module:
+    """``ast.parse``, safe beside other threads that parse."""
+    with _PARSE_LOCK:
+        return ast.parse(text, filename)
 
 
 def encode_source(text: str, fmt: SourceFormat) -> bytes:

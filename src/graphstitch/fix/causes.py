@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping
 from collections.abc import Set as AbstractSet
 
 from ..changes import diff, site_label
-from ..files import source_text
+from ..files import parse_python, source_text
 from ..model import AVOIDABLE_KINDS, CauseId, Census, RecompileCause, Site
 from ..paths import in_project, short_path
 from ..targets import Options, Patches
@@ -75,7 +75,7 @@ def _param(cause: RecompileCause, c: Census, name: str, read: dict[str, str]) ->
     if fr is None:
         return "the recompiled frame's source is not on this machine"
     text = read.get(fr[0]) or source_text(fr[0])
-    fn, cls = _def_at(ast.parse(text), fr[1], fr[2])
+    fn, cls = _def_at(parse_python(text), fr[1], fr[2])
     if fn is None:
         return f"cannot find {fr[2]}() in {short_path(fr[0])}"
     params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
@@ -89,7 +89,7 @@ def _param(cause: RecompileCause, c: Census, name: str, read: dict[str, str]) ->
 def _wrap_call_args(text: str, factory: str, index: int, name: str, before: str, after: str) -> str | None:
     """TEXT with every call the factory makes, ``(fn, (args...), {kwargs})``, passing its
     INDEX-th positional argument (or keyword NAME) as ``BEFORE arg AFTER``; None if none."""
-    tree = ast.parse(text)
+    tree = parse_python(text)
     fac = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == factory), None)
     if fac is None:
         return None
@@ -131,7 +131,7 @@ def _with_helper(text: str, how: str) -> str:
     if re.search(rf"^def {name}\b", text, re.M):
         return text
     lines = text.splitlines(keepends=True)
-    top = after_imports(ast.parse(text))
+    top = after_imports(parse_python(text))
     imp = [] if re.search(r"^import torch\b", text, re.M) else ["import torch\n"]
     helper = [f"\n\ndef {name}(t, dim):  # graphstitch fix: {why}\n", f"    {api}(t, dim)\n", "    return t\n\n"]
     return "".join(lines[:top] + imp + helper + lines[top:])
@@ -152,7 +152,7 @@ def _buffer(cause: RecompileCause, c: Census, root: str | None, read: dict[str, 
     if not in_project(fr[0], root):
         return f"{short_path(fr[0])} is outside the project"
     text = read.get(fr[0]) or source_text(fr[0])
-    _, cls = _def_at(ast.parse(text), fr[1], fr[2])
+    _, cls = _def_at(parse_python(text), fr[1], fr[2])
     init = next((n for n in (cls.body if cls else []) if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
     assign = next((n for n in ast.walk(init) if isinstance(n, ast.Assign) and len(n.targets) == 1
                    and isinstance(t := n.targets[0], ast.Attribute) and t.attr == attr

@@ -17,7 +17,16 @@ import os
 import re
 from collections.abc import Callable, Mapping
 
-from ..files import WriteRefused, atomic_write, check_writable, encode_source, file_hash, read_source, source_text
+from ..files import (
+    WriteRefused,
+    atomic_write,
+    check_writable,
+    encode_source,
+    file_hash,
+    parse_python,
+    read_source,
+    source_text,
+)
 from ..model import Site
 from ..paths import in_project, short_path
 from ..targets import Options, Patches, target_file
@@ -141,7 +150,7 @@ def plan_patch(patches: Patches, wrapped: str | None, site: Site, tfile: str, ro
     lines = old.splitlines(keepends=True)
     if lines and not lines[-1].endswith("\n"):
         lines[-1] += "\n"
-    tree = ast.parse(old)
+    tree = parse_python(old)
     top = after_imports(tree)
 
     def imports(mods: list[str]) -> list[str]:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import procs, worker
-from ..files import encode_source, read_source, source_text
+from ..files import encode_source, parse_python, read_source, source_text
 from ..model import Census, ErrorInfo, ErrorKind, FrameCompile, Graph, LimitHit, Site, SkippedFrame, StackEntry
 from ..paths import identity_path, in_project
 from ..targets import Options, Patches, target_root
@@ -176,7 +176,7 @@ def config_text(patches: Patches, old: str) -> str:
     lines = old.splitlines(keepends=True)
     if lines and not lines[-1].endswith("\n"):
         lines[-1] += "\n"
-    tree = ast.parse(old)
+    tree = parse_python(old)
     top = after_imports(tree)
     cfg, needs = _config_lines(patches)
     add = [f"import {m}\n" for m in ["torch", *needs] if not binds(tree, m)]

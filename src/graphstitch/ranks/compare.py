@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..changes import CensusDiff, collective_sequence, diff, schedule_sequence
+from ..files import parse_python
 from ..model import Census, Graph, SiteId, gb_text
 from ..records import compile_order
 
@@ -316,7 +317,7 @@ def _disabled_fn_calls_collective(explanation: str, file: str) -> bool:
     try:
         with open(file, encoding="utf-8") as f:
             src = f.read()
-        tree = ast.parse(src)
+        tree = parse_python(src)
     except (OSError, SyntaxError, ValueError):
         return False
     for node in ast.walk(tree):

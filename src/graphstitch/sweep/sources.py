@@ -28,6 +28,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from .. import zoo
+from ..files import parse_python
 from ..targets import TargetError, check_spec, target_key, target_root
 from .rows import Target
 
@@ -50,7 +51,7 @@ def _user_target(spec: str, mode: str) -> Target:
 def factories_in(path: Path) -> list[str]:
     """The factory names of a Python file, read from its source (nothing is imported)."""
     try:
-        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        tree = parse_python(path.read_text(encoding="utf-8"), str(path))
     except (OSError, SyntaxError, ValueError) as e:
         raise SourceError(f"cannot read {path}: {type(e).__name__}: {e}") from None
     funcs: dict[str, ast.FunctionDef] = {}

@@ -41,6 +41,7 @@ import os
 import re
 from typing import Any
 
+from ..files import parse_python
 from . import CreateError
 
 # The auto mappings whose classes are listed: every base model, every LM head, the
@@ -77,7 +78,7 @@ def _read_mappings_ast(path: str) -> dict[str, dict[str, Any]]:
     """The ``*_MAPPING_NAMES = OrderedDict([...])`` literals of ``modeling_auto.py``; an
     element ``*list(OTHER.items())`` is expanded from a mapping read before it."""
     with open(path, encoding="utf-8") as f:
-        tree = ast.parse(f.read(), filename=path)
+        tree = parse_python(f.read(), path)
     out: dict[str, dict[str, Any]] = {}
     for node in tree.body:
         if not (isinstance(node, ast.Assign) and len(node.targets) == 1

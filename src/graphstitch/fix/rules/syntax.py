@@ -14,6 +14,8 @@ from collections.abc import Iterator, Sequence
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider, Scope, ScopeProvider
 
+from ...files import parse_python
+
 
 def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     yield node
@@ -134,7 +136,7 @@ def small(stmt: cst.CSTNode) -> list[cst.BaseSmallStatement]:
 
 def parses(text: str) -> bool:
     try:
-        ast.parse(text)
+        parse_python(text)
     except SyntaxError:
         return False
     return True
@@ -145,7 +147,7 @@ def add_import(module_code: str, line: str) -> str:
     (unless already there)."""
     if re.search(rf"^{re.escape(line)}\s*$", module_code, re.M):
         return module_code
-    tree = ast.parse(module_code)
+    tree = parse_python(module_code)
     idx = 0
     for i, node in enumerate(tree.body):
         is_doc = i == 0 and isinstance(node, ast.Expr) and isinstance(getattr(node, "value", None), ast.Constant)
