@@ -992,7 +992,7 @@ def _bounded_gain(x, lo, hi):
     g = x.norm() / x.numel()
     if g < lo:  # GAIN_CHAIN
         g = x.new_tensor(lo)
-    elif g > hi:
+    elif g > hi:  # GAIN_ELIF
         g = x.new_tensor(hi)
     return x * g
 

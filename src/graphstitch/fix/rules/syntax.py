@@ -59,12 +59,15 @@ class Index:
         """The innermost statement whose lines hold LINE: a simple line (also one spread over
         several lines), or a compound statement's header (an `if` whose condition spans two
         lines; the statement holding a comprehension, for a site Python 3.11 reports in its
-        ``<listcomp>`` frame)."""
+        ``<listcomp>`` frame). A site on an ``elif`` line maps to the chain's first ``if``."""
         best: cst.BaseStatement | None = None
         for n in self.pos:
             if isinstance(n, cst.BaseStatement) and self.contains(n, line) and not _in_body(self, n, line) \
                     and (best is None or self.depth(n) > self.depth(best)):
                 best = n
+        # An `elif` is part of the `if` that starts the chain: rules rewrite the whole chain.
+        while isinstance(best, cst.If) and isinstance(up := self.parents.get(best), cst.If) and up.orelse is best:
+            best = up
         return best
 
     def depth(self, n: cst.CSTNode) -> int:
