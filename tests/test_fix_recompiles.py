@@ -177,3 +177,16 @@ def test_marking_one_dimension_that_moves_the_recompile_is_rejected(proj):
     assert not md["verified"] and md["new_causes"] == [f"shape img dim 3 in pool ({PATH})"]
     assert "_graphstitch_dynamic(torch.randn(1, 3, h, w), 2)" in md["patch"]   # the sizes table untouched
     assert d["cause_fixes"][0]["verified"] and "assume_static_by_default" in d["cause_fixes"][0]["candidate"]
+
+
+def test_a_shape_cause_in_a_frame_the_factory_does_not_call_marks_nothing_at_the_call_site(proj):
+    # crop_sum recompiles as its own frame (its caller's loop breaks, so the caller runs eager):
+    # the factory calls per_batch, whose argument at crop_sum's `rows` position is a float.
+    # Marking it would raise in the factory; only the process-wide flag is offered.
+    r, d = fix(proj, "make_inner_shapes")
+    assert r.exit_code == 0, r.output
+    [cause] = d["recompiles"]
+    assert cause["id"] == {"path": PATH, "function": "crop_sum", "kind": "shape", "subject": "rows dim 0"}
+    assert not rows(d, "mark_dynamic(")
+    [dyn] = rows(d, "assume_static_by_default=False")
+    assert dyn["verified"] and dyn["recompiles_after"] == 0

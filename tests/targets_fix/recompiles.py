@@ -105,3 +105,20 @@ def pool(img):
 def make_image_sizes():
     """Height and width both change: marking the first dimension only moves the recompile."""
     return [(pool, (torch.randn(1, 3, h, w),), {}) for h, w in ((8, 10), (12, 9), (10, 14))]  # SIZES_CALL
+
+
+def crop_sum(scale, rows):
+    return rows.sum(0) * scale
+
+
+def per_batch(batches, scale):
+    out = []
+    for b in batches:
+        print("batch")  # a break in a loop: Dynamo skips this frame, so crop_sum compiles as its own
+        out.append(crop_sum(scale, b))
+    return out
+
+
+def make_inner_shapes():
+    torch.manual_seed(0)
+    return [(per_batch, ([torch.randn(n, 4)], 2.0), {}) for n in (3, 5, 7)]  # INNER_CALL

@@ -66,12 +66,13 @@ def _frame(cause: RecompileCause, c: Census) -> tuple[str, int, str] | None:
     return (fr.file, fr.line, fr.function) if fr is not None and os.path.isfile(fr.file) else None
 
 
-def _param(cause: RecompileCause, c: Census, name: str, read: dict[str, str]) -> tuple[int, str] | str:
-    """(position among the call's arguments, name) of parameter NAME of the cause's frame, or why not."""
+def _param(cause: RecompileCause, c: Census, name: str, read: dict[str, str]) -> tuple[int, str, str] | str:
+    """(position among the call's arguments, name, the frame's function) of parameter NAME
+    of the cause's frame, or why not."""
+    fr = _frame(cause, c)
     star = re.fullmatch(r"args\[(\d+)\]", name)   # forward(*args), as nn.Sequential's: the position itself
     if star:
-        return int(star.group(1)), name
-    fr = _frame(cause, c)
+        return int(star.group(1)), name, fr[2] if fr is not None else "forward"
     if fr is None:
         return "the recompiled frame's source is not on this machine"
     text = read.get(fr[0]) or source_text(fr[0])
@@ -83,12 +84,16 @@ def _param(cause: RecompileCause, c: Census, name: str, read: dict[str, str]) ->
         params = params[1:]
     if name not in params:
         return f"{name} is not a parameter of {fr[2]}() (a closure or default value): no call site passes it"
-    return params.index(name), name
+    return params.index(name), name, fr[2]
 
 
-def _wrap_call_args(text: str, factory: str, index: int, name: str, before: str, after: str) -> str | None:
-    """TEXT with every call the factory makes, ``(fn, (args...), {kwargs})``, passing its
-    INDEX-th positional argument (or keyword NAME) as ``BEFORE arg AFTER``; None if none."""
+def _wrap_call_args(text: str, factory: str, index: int, name: str, before: str, after: str,
+                    callee: str) -> str | None:
+    """TEXT with every call of CALLEE the factory makes, ``(fn, (args...), {kwargs})``,
+    passing its INDEX-th positional argument (or keyword NAME) as ``BEFORE arg AFTER``; None
+    if none. A call whose fn names another function is not one: the recompiled frame is one
+    the program calls inside (its arguments are made there). A module (``forward``) is
+    passed as an object, whose name says nothing."""
     tree = parse_python(text)
     fac = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == factory), None)
     if fac is None:
@@ -100,6 +105,10 @@ def _wrap_call_args(text: str, factory: str, index: int, name: str, before: str,
         if isinstance(n, ast.Tuple) and len(n.elts) in (2, 3) and isinstance(n.elts[1], ast.Tuple) \
                 and not isinstance(n.elts[0], (ast.Tuple, ast.List, ast.Constant)) \
                 and (len(n.elts) == 2 or isinstance(n.elts[2], (ast.Dict, ast.Call, ast.Name))):
+            fn = n.elts[0]
+            named = fn.id if isinstance(fn, ast.Name) else fn.attr if isinstance(fn, ast.Attribute) else None
+            if callee not in ("forward", "__call__") and named != callee:
+                continue
             args = n.elts[1].elts
             if index < len(args) and not isinstance(args[index], ast.Starred):
                 spans.append(args[index])
@@ -196,9 +205,9 @@ def cause_candidates(cause: RecompileCause, c: Census, *, root: str | None, targ
             tsrc = read.get(target_file) or source_text(target_file)
             for how in ("mark_dynamic", "maybe_mark_dynamic"):
                 helper = _HELPERS[how][0]
-                new = _wrap_call_args(tsrc, factory or "", where[0], name, f"{helper}(", f", {dim})")
+                new = _wrap_call_args(tsrc, factory or "", where[0], name, f"{helper}(", f", {dim})", where[2])
                 if new is None:
-                    why.append(f"{factory}() builds no (fn, (args...), {{kwargs}}) call passing {name}")
+                    why.append(f"{factory}() builds no ({where[2]}, (args...), {{kwargs}}) call passing {name}")
                     break
                 out.append(Rewrite(how, "caller", f"{how}({name}, {dim}) where {factory}() makes the call",
                                    f"dimension {dim} of {name} is compiled symbolic: shape-specialized code is lost"
@@ -210,9 +219,9 @@ def cause_candidates(cause: RecompileCause, c: Census, *, root: str | None, targ
             why.append(where)
         else:
             tsrc = read.get(target_file) or source_text(target_file)
-            new = _wrap_call_args(tsrc, factory or "", where[0], cause.subject, "torch.tensor(", ")")
+            new = _wrap_call_args(tsrc, factory or "", where[0], cause.subject, "torch.tensor(", ")", where[2])
             if new is None:
-                why.append(f"{factory}() builds no (fn, (args...), {{kwargs}}) call passing {cause.subject}")
+                why.append(f"{factory}() builds no ({where[2]}, (args...), {{kwargs}}) call passing {cause.subject}")
             else:
                 out.append(Rewrite("scalar-tensor", "caller", f"pass {cause.subject} as a 0-d tensor where "
                                    f"{factory}() makes the call", "the number takes part in type promotion as a "
