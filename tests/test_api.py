@@ -76,6 +76,28 @@ def test_outputs_mismatch_is_detected():
     assert c.outputs_match_eager is False and "call 0" in c.output_mismatch
 
 
+def test_numpy_outputs_are_compared_and_a_numpy_scalar_equals_dynamos_0d_array():
+    import numpy as np
+
+    def mean_score(x):
+        a = x.numpy()
+        return np.mean(a * 2.0), a[:2] * 3.0   # Dynamo traces NumPy: a 0-d array comes back
+
+    eager = mean_score(torch.arange(4.0))
+    compiled = torch.compile(mean_score, backend="eager")(torch.arange(4.0))
+    assert isinstance(eager[0], np.generic) and isinstance(compiled[0], np.ndarray) and compiled[0].ndim == 0
+    c = graphstitch.census(mean_score, torch.arange(4.0))
+    assert c.outputs_match_eager is True, c.output_mismatch
+
+    calls = {"n": 0}
+
+    def drifting(x):
+        calls["n"] += 1                        # eager and compiled calls see different counts
+        return x.numpy() * calls["n"]
+    c = graphstitch.census(drifting, torch.ones(2))
+    assert c.outputs_match_eager is False and "out" in c.output_mismatch   # arrays are compared too
+
+
 def test_to_dict_roundtrip():
     c = graphstitch.census(breaky, torch.randn(3))
     assert Census.from_dict(c.to_dict()).to_dict() == c.to_dict()

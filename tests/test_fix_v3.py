@@ -226,6 +226,22 @@ def test_integer_tensors_that_size_a_split_stay_as_the_factory_made_them_on_fres
     assert fix.verified and fix.given_inputs_only is None, fix.why_not
 
 
+def test_class_labels_stored_as_floats_stay_as_the_factory_made_them_on_fresh_inputs(tmp_path):
+    # A segmentation loader's labels are whole-number floats (255 = ignore): random floats
+    # are no class, and cross_entropy raises in the original code. The fresh set then keeps
+    # them and draws new logits, so fresh outputs are still compared.
+    prog = tmp_path / "seg_loss.py"
+    prog.write_text(
+        "import torch\nimport torch.nn.functional as F\n\n\ndef loss(logits, label):\n"
+        "    out = F.cross_entropy(logits, label.long(), ignore_index=255)\n"
+        "    w = logits.abs().max().item()  # ITEM\n    return out * w\n\n\n"
+        "def target():\n    torch.manual_seed(0)\n    label = torch.randint(0, 4, (2, 5)).float()\n"
+        "    label[0, 0] = 255\n    return [(loss, (torch.randn(2, 4, 5), label), {})]\n")
+    fix, trial = _keep_tensor_fix(prog, "ITEM", tmp_path)
+    assert trial.checks.fresh_outputs_match is True and trial.checks.fresh_unusable is None
+    assert fix.verified and fix.given_inputs_only is None, fix.why_not
+
+
 def test_when_the_original_raises_on_every_fresh_set_the_fix_is_verified_on_the_given_inputs_only(tmp_path):
     # A factory-made positive-definite matrix: random floats are not, and Cholesky raises in
     # the original code itself. Nothing fresh can be compared, and the fix says so.

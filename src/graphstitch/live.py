@@ -150,7 +150,8 @@ def _leaves(x: Any, path: str = "out", depth: int = 0, seen: set[int] | None = N
     """(path, value) for every tensor / plain value in an output, however it is wrapped
     (tuples, dicts, dataclasses, model-output and cache objects)."""
     seen = set() if seen is None else seen
-    if isinstance(x, torch.Tensor) or x is None or isinstance(x, (bool, int, float, complex, str, bytes)):
+    if isinstance(x, torch.Tensor) or x is None or isinstance(x, (bool, int, float, complex, str, bytes)) \
+            or _is_numpy(x):
         yield path, x
         return
     if depth > 8 or id(x) in seen:
@@ -169,12 +170,43 @@ def _leaves(x: Any, path: str = "out", depth: int = 0, seen: set[int] | None = N
             yield from _leaves(v, f"{path}.{k}", depth + 1, seen)
 
 
+def _is_numpy(x: Any) -> bool:
+    # Only a program that imported NumPy can return its arrays.
+    np = sys.modules.get("numpy")
+    return np is not None and isinstance(x, (np.ndarray, np.generic))
+
+
+def _numpy_differs(a: Any, b: Any) -> str | None:
+    """Why two outputs, one of them NumPy, differ; None when equal. Compared as tensors (shape,
+    dtype, torch.testing's tolerances): a scalar and a 0-d array of one dtype are the same
+    value (Dynamo's NumPy tracing returns 0-d arrays where NumPy returns scalars); a Python
+    number beside a NumPy scalar is compared by value. An array against a tensor differs."""
+    np = sys.modules["numpy"]
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return f"{type(a).__name__} != {type(b).__name__}"
+    x, y = np.asarray(a), np.asarray(b)
+    if {x.dtype.kind, y.dtype.kind} & set("OSUVMm"):   # objects, strings, records, dates
+        return None if x.shape == y.shape and bool(np.array_equal(x, y)) else f"{a!r} != {b!r}"
+    try:
+        torch.testing.assert_close(torch.from_numpy(x.copy()), torch.from_numpy(y.copy()), equal_nan=True,
+                                   check_dtype=_is_numpy(a) and _is_numpy(b))
+    except Exception as e:  # noqa: BLE001 - any mismatch (value, dtype, shape) is an answer
+        return str(e).strip().splitlines()[0][:300]
+    return None
+
+
 def outputs_equal(actual: Any, expected: Any) -> tuple[bool, str | None]:
-    """Compiled vs eager: same structure, tensors within torch.testing's dtype-aware tolerances."""
+    """Compiled vs eager: same structure, tensors (and NumPy arrays) within torch.testing's
+    dtype-aware tolerances."""
     got, want = list(_leaves(actual)), list(_leaves(expected))
     if [p for p, _ in got] != [p for p, _ in want]:
         return False, "outputs differ in structure"
     for (path, a), (_, b) in zip(got, want):
+        if _is_numpy(a) or _is_numpy(b):
+            why = _numpy_differs(a, b)
+            if why:
+                return False, f"{path}: {why}"
+            continue
         if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
             try:
                 torch.testing.assert_close(a, b, equal_nan=True)
@@ -494,8 +526,11 @@ def _effects(out: list[str]) -> Iterator[None]:
 
 def _fresh(x: Any, gen: torch.Generator, keep_ints: bool = False) -> Any:
     """Same structure, shapes and dtypes, new random values (ints: the seen values, shuffled;
-    with KEEP_INTS, integer and bool tensors stay as the factory made them)."""
+    with KEEP_INTS, integer and bool tensors stay as the factory made them, and so do floating
+    tensors holding only whole numbers: labels or counts stored as floats)."""
     if isinstance(x, torch.Tensor):
+        if keep_ints and x.dtype.is_floating_point and x.numel() and bool(torch.equal(x, x.round())):
+            return x.clone()
         if x.dtype.is_floating_point or x.dtype.is_complex:
             return torch.randn(x.shape, generator=gen, dtype=x.dtype).to(x.device)
         if keep_ints:
@@ -583,9 +618,10 @@ def _fresh_check(cap: Capture, calls: Sequence[Call], compiled: dict[int, Callab
     outputs must match, and each call must print/log the same at run time. Compile-time
     runs on fake tensors (allow_in_graph, nonstrict_trace) are not run-time effects.
 
-    Shuffled integers can break the model's own invariants (split sizes, grid shapes): when
-    the *original* code raises on them, the integer tensors are kept as the factory made them
-    (only floating values fresh); when it raises on that too, nothing fresh can be compared and
+    Shuffled integers can break the model's own invariants (split sizes, grid shapes), and
+    random floats where the factory gave whole numbers break labels stored as floats: when
+    the *original* code raises on them, the integer tensors and the floating tensors of whole
+    numbers are kept as the factory made them (only the other floating values fresh); when it raises on that too, nothing fresh can be compared and
     the checks say so (``fresh_unusable``): equality is then proved on the given calls only."""
     unusable = None
     if ref_calls is not None:
