@@ -186,3 +186,24 @@ def test_import_error_names_type_and_line(tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text("import torch\n\nx = 1\nraise ValueError('broken at import')\n")
     one_error(gs("census", f"{bad}:f"), 2, f"ValueError at {bad}:4: broken at import")
+
+
+def test_a_target_failing_only_when_compiled_still_gets_fixes_judged_against_eager(tmp_path):
+    # The break hands `n` to a resume function that calls an op whose fake kernel raises: the
+    # compiled run fails. Fixes are still tried against eager; one that runs that statement
+    # eagerly is VERIFIED (after it the compiled run completes) and --diff shows it.
+    prog = tmp_path / "faults.py"
+    prog.write_text(FAULTS.read_text())
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'p'\n")
+    out = tmp_path / "f.json"
+    p = gs("fix", f"{prog}:compile_fails_after_break", "-j", "2", "--json", out, cwd=tmp_path)
+    one_error(p, 3, "target failed (compiled)")
+    d = json.loads(out.read_text())
+    assert d["error"]["kind"] == "compiled"
+    assert [(s["gb_id"], s["line"]) for s in d["sites"]] == [("GB0124", marked_line(prog, "BREAK_BEFORE_FAIL"))]
+    assert any(f["verified"] for f in d["fixes"]) and "The original fails when compiled" in p.stdout
+    before = snapshot(prog)
+    p = gs("fix", f"{prog}:compile_fails_after_break", "-j", "2", "--diff", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "+++ b/faults.py" in p.stdout and "Traceback" not in p.stderr
+    assert snapshot(prog) == before

@@ -347,15 +347,16 @@ def census(target: str | None, demo: bool, json_path: str | None, sarif_path: st
 
 def _show(c: Census, json_path: str | None, sarif_path: str | None = None, markdown_path: str | None = None,
           html_path: str | None = None, more: Sequence[Callable[[Any], None]] = (), full_stack: bool = False,
-          command: str = "census") -> None:
-    """Terminal (plus ``more`` renderers), --json/--html, CI reports, then exit 3 if the target failed."""
+          command: str = "census", exit_on_error: bool = True) -> None:
+    """Terminal (plus ``more`` renderers), --json/--html, CI reports, then exit 3 if the
+    target failed (unless EXIT_ON_ERROR is off: the caller has more to do first)."""
     from .render import terminal
     terminal.census(c, full_stack=full_stack, command=command)
     for render in more:
         render(c)
     _write_outputs(c, json_path, html_path)
     write_ci_reports([c], sarif_path, markdown_path)
-    if c.error:
+    if c.error and exit_on_error:
         fail(target_failure(c), EXIT_TARGET)
 
 
@@ -761,7 +762,9 @@ Exit codes:
      copy did not re-verify
   2  usage error, bad target, a report path refused, or --apply on a read-only target
      file (all before anything runs)
-  3  the target itself failed (exception, crash, timeout); --json is still written
+  3  the target itself failed (exception, crash, timeout); --json is still written. A
+     target that fails only when compiled still gets its fixes tried, judged against
+     eager: --diff/--apply write a verified one (exit 0; 3 when none verified)
   129/130/143  stopped by SIGHUP / SIGINT (Ctrl-C) / SIGTERM: every worker killed, temp files removed
 """
 
@@ -838,11 +841,17 @@ def fix(target: str, json_path: str | None, jobs: int | None, backend: str, site
         from .fix.measure import measure_fixes
         measure_fixes(report, target, opts, timeout=timeout or None)
         more += (terminal.measures,)
-    _show(report, json_path, html_path=html_path, more=more, command="fix")
-    if show_diff or do_apply:
+    # A target that fails only when compiled still gets its fixes tried (judged against eager):
+    # a verified one is a patch after which the compiled run completes. --diff/--apply go on.
+    writes = bool(show_diff or do_apply)
+    compiled_only = report.error is not None and report.error.kind is ErrorKind.COMPILED
+    _show(report, json_path, html_path=html_path, more=more, command="fix",
+          exit_on_error=not (writes and compiled_only))
+    if writes:
         msg, ok = apply_best(report, ws, opts, write=do_apply, timeout=timeout or None)
         if not ok:
-            fail(msg, EXIT_FAIL)
+            fail(msg if not report.error else f"{msg} ({target_failure(report)})",
+                 EXIT_TARGET if report.error else EXIT_FAIL)
         click.echo(msg)
 
 

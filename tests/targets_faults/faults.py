@@ -40,6 +40,17 @@ def compile_only_failure():
     return [(step, (torch.randn(3),), {})]
 
 
+def _step_then_scale(x):
+    h = x.sin() * 2
+    n = int(h.abs().argmax())  # BREAK_BEFORE_FAIL
+    y = scale(h[n:])           # traced in the resume function: its fake kernel raises
+    return y.sum() + h.mean()
+
+
+def compile_fails_after_break():
+    return [(_step_then_scale, (torch.randn(8),), {})]
+
+
 def clean():
     def step(x):
         return x.sin() * 2

@@ -22,7 +22,7 @@ from typing import ClassVar
 from .. import worker
 from ..changes import diff, site_label
 from ..files import file_hash, source_text
-from ..model import Census, RecompileCause, Site
+from ..model import Census, ErrorKind, RecompileCause, Site
 from ..paths import in_project, short_path
 from ..targets import Options, Patches, target_file
 from .candidates import DATA_FLAGS, Candidate, both_data_flags, candidates
@@ -112,7 +112,7 @@ def fix_all(spec: str, opts: Options, *, jobs: int = 2, timeout: float | None = 
     if tfile:
         hashes[tfile] = file_hash(tfile)
     out = FixAll(spec, Counts.of(base), Counts.of(base), source_sha256=hashes)
-    if base.error:
+    if base.error and base.error.kind is not ErrorKind.COMPILED:   # failing only compiled: fixes may mend it
         out.why_not = [f"the target failed: {base.error.headline[:200]}"]
         return out, {}
     overlay: dict[str, str] = {}

@@ -455,7 +455,7 @@ def _run_fix(ws: Workspace, opts: Options, jobs: int, timeout: float | None, onl
             hashes[real] = file_hash(real)
     base.source_sha256 = hashes
     advise(base)
-    if base.error:
+    if base.error and base.error.kind is not ErrorKind.COMPILED:
         return base
     sites = [s for s in base.sites if only is None or only(s)]
     factory = ws.spec.rpartition(":")[2]

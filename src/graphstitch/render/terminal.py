@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..costs import cost_for
-from ..model import Census, LimitHit, RecompileCause, Site, gb_text
+from ..model import Census, ErrorKind, LimitHit, RecompileCause, Site, gb_text
 from ..owners import chain_text, group_line
 from ..paths import is_internal, short_path
 from ..ranks.compare import fmt_ranks
@@ -275,6 +275,9 @@ def fixes(report: FixReport, console: Console | None = None, verbose: bool = Fal
     if not report.fixes and not report.no_candidate and not report.cause_fixes and not report.explained:
         console.print("[dim]No fix candidates tried.[/]")
         return
+    if report.error is not None and report.error.kind is ErrorKind.COMPILED and report.fixes:
+        console.print("\n[yellow]The original fails when compiled (below): each fix is judged against eager, "
+                      "so a VERIFIED one is also a patch after which the compiled run completes.[/]")
     for sid in dict.fromkeys(f.site for f in report.fixes):
         rows = report.fixes_for(sid)
         console.print(f"\n[bold underline]Fixes for {escape(rows[0].label)}[/]")
