@@ -212,31 +212,29 @@ def _keep_tensor_fix(prog: Path, tag: str, tmp_path: Path):
     return evaluate(site, Candidate(keep.strategy, keep.label, Patches(), keep), base, trial), trial
 
 
-def test_integer_tensors_that_size_a_split_stay_as_the_factory_made_them_on_fresh_inputs(tmp_path):
-    # Shuffled bounds [4, 1] give split sizes [4, -3]: the original raises in eager. The fresh
-    # set then keeps the integers and draws new floats, so fresh outputs are still compared.
-    prog = tmp_path / "seg.py"
-    prog.write_text(
+# The original raises on the first fresh set; the second keeps what held the invariant.
+KEPT_ON_FRESH = {
+    # Shuffled bounds [4, 1] give split sizes [4, -3]: the integers are kept, floats drawn anew.
+    "split_bounds": (
         "import torch\n\n\ndef seg(x, bounds):\n    lo, hi = bounds.tolist()\n"
         "    a, b = torch.split(x, [lo, hi - lo])\n    w = x.abs().max().item()  # ITEM\n"
         "    return (a.sum() + b.sum() * 2) * w\n\n\n"
-        "def target():\n    torch.manual_seed(0)\n    return [(seg, (torch.randn(4), torch.tensor([1, 4])), {})]\n")
-    fix, trial = _keep_tensor_fix(prog, "ITEM", tmp_path)
-    assert trial.checks.fresh_outputs_match is True and trial.checks.fresh_unusable is None
-    assert fix.verified and fix.given_inputs_only is None, fix.why_not
-
-
-def test_class_labels_stored_as_floats_stay_as_the_factory_made_them_on_fresh_inputs(tmp_path):
-    # A segmentation loader's labels are whole-number floats (255 = ignore): random floats
-    # are no class, and cross_entropy raises in the original code. The fresh set then keeps
-    # them and draws new logits, so fresh outputs are still compared.
-    prog = tmp_path / "seg_loss.py"
-    prog.write_text(
+        "def target():\n    torch.manual_seed(0)\n    return [(seg, (torch.randn(4), torch.tensor([1, 4])), {})]\n"),
+    # A segmentation loader's labels are whole-number floats (255 = ignore): random floats are
+    # no class and cross_entropy raises; they are kept, the logits drawn anew.
+    "float_labels": (
         "import torch\nimport torch.nn.functional as F\n\n\ndef loss(logits, label):\n"
         "    out = F.cross_entropy(logits, label.long(), ignore_index=255)\n"
         "    w = logits.abs().max().item()  # ITEM\n    return out * w\n\n\n"
         "def target():\n    torch.manual_seed(0)\n    label = torch.randint(0, 4, (2, 5)).float()\n"
-        "    label[0, 0] = 255\n    return [(loss, (torch.randn(2, 4, 5), label), {})]\n")
+        "    label[0, 0] = 255\n    return [(loss, (torch.randn(2, 4, 5), label), {})]\n"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(KEPT_ON_FRESH))
+def test_what_holds_an_invariant_stays_as_the_factory_made_it_on_fresh_inputs(case, tmp_path):
+    prog = tmp_path / f"{case}.py"
+    prog.write_text(KEPT_ON_FRESH[case])
     fix, trial = _keep_tensor_fix(prog, "ITEM", tmp_path)
     assert trial.checks.fresh_outputs_match is True and trial.checks.fresh_unusable is None
     assert fix.verified and fix.given_inputs_only is None, fix.why_not
