@@ -207,3 +207,28 @@ def test_a_target_failing_only_when_compiled_still_gets_fixes_judged_against_eag
     assert p.returncode == 0, p.stderr[-2000:]
     assert "+++ b/faults.py" in p.stdout and "Traceback" not in p.stderr
     assert snapshot(prog) == before
+
+
+def test_a_training_step_runs_again_with_autograd_instead_of_failing(tmp_path):
+    # backward() under the census's default torch.no_grad() raises in eager too: not the
+    # target's bug. It runs again with autograd on (as --grad), and the census says so.
+    prog = tmp_path / "train.py"
+    prog.write_text(
+        "import torch\nimport torch.nn.functional as F\n\n\ndef train_step(model, x, y):\n"
+        "    loss = F.mse_loss(model(x), y)\n    loss.backward()  # BACKWARD\n"
+        "    print(f'loss {loss.item():.3f}')  # GRAD_BREAK\n    return loss.detach()\n\n\n"
+        "def target():\n    torch.manual_seed(0)\n    model = torch.nn.Linear(3, 1)\n"
+        "    return [(train_step, (model, torch.randn(4, 3), torch.randn(4, 1)), {})]\n")
+    out = tmp_path / "c.json"
+    p = gs("census", f"{prog}:target", "--json", out, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-2000:]
+    d = assert_valid("census", json.loads(out.read_text()))
+    assert d["error"] is None and d["config"]["grad"] is True and d["config"]["grad_auto"] is True
+    back, report = marked_line(prog, "BACKWARD"), marked_line(prog, "GRAD_BREAK")
+    assert sorted((s["gb_id"], s["line"]) for s in d["sites"]) == [("GB0059", report), ("GB0123", back),
+                                                                   ("GB0124", report)]
+    assert "the target calls backward()" in " ".join(p.stdout.split())
+    # Asked for explicitly, it runs once, and says only that autograd is on.
+    p = gs("census", f"{prog}:target", "--grad", "--json", out, cwd=tmp_path)
+    d = json.loads(out.read_text())
+    assert p.returncode == 0 and d["config"]["grad"] is True and "grad_auto" not in d["config"]

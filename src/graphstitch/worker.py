@@ -26,6 +26,7 @@ as ``__main__``. Both are here because every command needs them.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib
 import json
@@ -172,6 +173,17 @@ def read_outcome(files: Files, exit_code: int, died: ErrorInfo | None, *, target
     return Outcome(census, exit_code, data, died, finished, output)
 
 
+# What autograd says when a target calls backward() under the census's default no_grad.
+_NEEDS_AUTOGRAD = "does not require grad and does not have a grad_fn"
+
+
+def needs_autograd(census: Census, options: Options) -> bool:
+    """Did the target fail eagerly only because its calls ran without autograd (a training
+    step calls backward() under the default torch.no_grad())?"""
+    e = census.error
+    return not options.grad and e is not None and e.kind is ErrorKind.EAGER and _NEEDS_AUTOGRAD in e.message
+
+
 def run(job: Job, *, timeout: float | None = None, pythonpath: Sequence[str] = (),
         stdout: int | IO[Any] | None = None, stderr: int | IO[Any] | None = None, warm: procs.Child | None = None,
         inductor_cache: str | None = None, own_cache: bool = False, own_session: bool = True,
@@ -179,7 +191,25 @@ def run(job: Job, *, timeout: float | None = None, pythonpath: Sequence[str] = (
         progress: Callable[[str], None] | None = None) -> Outcome:
     """Run JOB in a fresh child (or in WARM, a child from :func:`prestart`) and read what it
     left. Never raises for the child's failures: they are ``Outcome.error``. PROGRESS gets
-    the child's phase whenever it changes."""
+    the child's phase whenever it changes. A target that calls backward() fails without
+    autograd: it runs again, in a fresh child, with autograd on (as ``--grad``), and its
+    census says so (``config.grad_auto``)."""
+    once = functools.partial(_run_once, timeout=timeout, pythonpath=pythonpath, stdout=stdout, stderr=stderr,
+                             inductor_cache=inductor_cache, own_cache=own_cache, own_session=own_session,
+                             ok_codes=ok_codes, what=what, reap=reap, progress=progress)
+    out = once(job, warm=warm)
+    if job.handler == Job.handler and needs_autograd(out.census, job.options):
+        if progress is not None:
+            progress("the target calls backward(): again with autograd on")
+        out = once(dataclasses.replace(job, options=dataclasses.replace(job.options, grad=True)))
+        out.census.config["grad_auto"] = True
+    return out
+
+
+def _run_once(job: Job, *, timeout: float | None, pythonpath: Sequence[str], stdout: int | IO[Any] | None,
+              stderr: int | IO[Any] | None, warm: procs.Child | None = None, inductor_cache: str | None,
+              own_cache: bool, own_session: bool, ok_codes: tuple[int, ...] | None, what: str, reap: bool,
+              progress: Callable[[str], None] | None) -> Outcome:
     if stdout is not None or stderr is not None:
         job.capture = False   # the caller said where the child's output goes
     with procs.temp_dir("graphstitch-job-") as d:

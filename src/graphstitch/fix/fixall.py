@@ -107,6 +107,8 @@ def fix_all(spec: str, opts: Options, *, jobs: int = 2, timeout: float | None = 
     tfile = target_file(spec)
     factory = spec.rpartition(":")[2]
     base = worker.run(ws.job(opts), timeout=timeout, progress=lambda t: say(f"baseline census: {t}")).census
+    if base.config.get("grad_auto"):   # a training step: every round runs with autograd from the start
+        opts = dataclasses.replace(opts, grad=True)
     hashes = {os.path.realpath(f): file_hash(f) for s in base.sites for f in {s.file, *(fr.file for fr in s.stack)}
               if os.path.isfile(f)}
     if tfile:

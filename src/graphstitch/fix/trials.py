@@ -443,6 +443,8 @@ def _run_fix(ws: Workspace, opts: Options, jobs: int, timeout: float | None, onl
     base = FixReport.of(worker.run(ws.job(opts), timeout=timeout,
                                    progress=lambda t: say(f"baseline census: {t}")).census)
     base.census_seconds = time.perf_counter() - t0
+    if base.config.get("grad_auto"):   # a training step: its trials run with autograd from the start
+        opts = dataclasses.replace(opts, grad=True)
     t0 = time.perf_counter()
     for s in base.sites:  # --apply refuses a file that changed after this point
         for path in {s.file, *(fr.file for fr in s.stack)}:

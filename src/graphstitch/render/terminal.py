@@ -143,6 +143,10 @@ def census(c: Census, console: Console | None = None, full_stack: bool = False, 
         bits.append("nested_graph_breaks")
     if c.calls:
         bits.append(f"{c.calls} call{'s' if c.calls != 1 else ''}")
+    if cfg.get("grad_auto"):
+        bits.append("autograd on: the target calls backward(), so it ran again as with --grad")
+    elif cfg.get("grad"):
+        bits.append("autograd on (--grad)")
     console.print(head)
     _phrases(console, [f"[dim]{b}[/]" for b in bits])
     _phrases(console, [f"[dim]{escape(x)}[/]" for x in _semantics(c, fullgraph_flag)], sep="; ")
