@@ -871,3 +871,14 @@ def test_a_report_of_a_counter_that_changes_per_call_is_deferred_with_numbers_as
     assert f_packed.verified and f_packed.after.sites == 0, f_packed.why_not
     eager, compiled = _board_rows(text, "boarded_steps")
     assert compiled == eager and [r[2] for r in eager] == [1, 2, 3] and all(type(r[2]) is int for r in compiled)
+
+
+def test_a_seed_at_the_entry_goes_eager_alone_while_a_helper_it_calls_breaks_where_it_did():
+    # The entry's `return` reaches another site (in the helper it calls), so the gap of all
+    # the entry's sites is the whole function ("nothing computes"). The seed's own gap is
+    # tried too: the seed runs eagerly before the compiled rest, the helper's break stays.
+    site, rw, f = _trial_of("seeded", "SEEDED", "entry-split", "runs line")
+    assert (site.gb_id, site.line) == ("GB0007", marked_line(RULES_SRC, "SEEDED"))
+    assert rw.strategy == "caller" and f"line {marked_line(RULES_SRC, 'SEEDED')} eagerly" in rw.label
+    assert f.verified and f.new_sites == [], f.why_not
+    assert (f.before.sites, f.after.sites) == (2, 1)   # the helper's int() (WINDOW_START) still breaks

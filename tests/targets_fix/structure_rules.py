@@ -1049,3 +1049,18 @@ def _halving(x, floor):
 def halving():
     torch.manual_seed(0)
     return [(_halving, (torch.randn(4) * 8, 1.0), {}), (_halving, (torch.randn(4) * 3, 1.0), {})]
+
+
+def _window_from(x):
+    start = int(x.abs().argmax())  # WINDOW_START
+    return x[start:]
+
+
+def seeded_window(x, seed):
+    torch.manual_seed(seed)  # SEEDED
+    return (_window_from(x * 2) + torch.rand(1)).sum()
+
+
+def seeded():
+    torch.manual_seed(0)
+    return [(seeded_window, (torch.randn(6), 3), {}), (seeded_window, (torch.randn(6), 5), {})]

@@ -262,6 +262,17 @@ def _split_at(ctx: Ctx, entry: StackEntry, chain: Sequence[StackEntry] = ()) -> 
         looped = build(runs, inline=True)
         if isinstance(looped, Rewrite):
             yield looped
+    # Sites reached through a call this function makes (a helper that breaks) joined the gap,
+    # so they would not break in a compiled part; but each may have a fix of its own. The gap
+    # of this site's own statements alone is tried too: the others break where they do today
+    # (a seed set at the top of the entry, before a call into code that breaks elsewhere).
+    own = {fr.line for fr in user_frames(site) if fr.file == entry.file and fr.function == entry.function} \
+        | {entry.line}
+    alone = _eager_runs(body, [any(idx.contains(st, ln) for ln in own) for st in body])
+    if alone and alone != runs and not chain:
+        only = build(alone)
+        if isinstance(only, Rewrite):
+            yield only
 
 
 def _parse(path: str, read: Callable[[str], str]) -> Index:
