@@ -269,7 +269,10 @@ def _split_at(ctx: Ctx, entry: StackEntry, chain: Sequence[StackEntry] = ()) -> 
     own = {fr.line for fr in user_frames(site) if fr.file == entry.file and fr.function == entry.function} \
         | {entry.line}
     alone = _eager_runs(body, [any(idx.contains(st, ln) for ln in own) for st in body])
-    if alone and alone != runs and not chain:
+    # (A site that breaks in this function's own frame stays in the gap: it would break here.)
+    direct = any(s.id != site.id and (fr := user_frames(s)) and (fr[-1].file, fr[-1].function) ==
+                 (entry.file, entry.function) for s in sites)
+    if alone and alone != runs and not chain and not direct:
         only = build(alone)
         if isinstance(only, Rewrite):
             yield only
