@@ -198,7 +198,7 @@ def run(job: Job, *, timeout: float | None = None, pythonpath: Sequence[str] = (
                              inductor_cache=inductor_cache, own_cache=own_cache, own_session=own_session,
                              ok_codes=ok_codes, what=what, reap=reap, progress=progress)
     out = once(job, warm=warm)
-    if job.handler == Job.handler and needs_autograd(out.census, job.options):
+    if job.handler == Job.handler and needs_autograd(out.census, job.options):   # census jobs (not scripts, sweeps)
         if progress is not None:
             progress("the target calls backward(): again with autograd on")
         out = once(dataclasses.replace(job, options=dataclasses.replace(job.options, grad=True)))
