@@ -5,6 +5,7 @@ structure of the code (scopes, decorators, callers), the user's file stays their
 Sites are asserted by file, line (``marked_line``) and GB id from real censuses.
 """
 
+import dataclasses
 import json
 import os
 import shutil
@@ -567,6 +568,39 @@ def test_a_config_flag_named_by_dynamos_own_hint_is_tried():
     assert (site.gb_id, site.file, site.line) == ("GB0014", str(RULES_SRC), marked_line(RULES_SRC, "RNN"))
     best = report.fixes_for(site.id)[0]
     assert best.verified and best.patches.config == {"allow_rnn": True}, best.why_not
+
+
+def test_numpy_draws_in_compiled_code_keep_numpys_stream_so_fixes_can_be_judged():
+    # Compiled, `np.random.normal` draws from torch's generator (Dynamo's default), so the
+    # outputs differ from eager and no fix could verify. fix keeps NumPy's stream: the draw
+    # becomes a break of its own, and every trial and written patch carries the config line.
+    report = run_fix(f"{RULES_SRC}:numpy_mixed", OPTS, jobs=2, timeout=300)
+    assert report.config["base_config"] == {"use_numpy_random_stream": True} and report.outputs_match_eager
+    draw = next(s for s in report.sites if s.gb_id == "GB0298")
+    assert (draw.file, draw.line) == (str(RULES_SRC), marked_line(RULES_SRC, "NP_DRAW"))
+    site = next(s for s in report.sites if s.gb_id == "GB0170")
+    assert (site.file, site.line) == (str(RULES_SRC), marked_line(RULES_SRC, "NP_MIXED"))
+    where = next(f for f in report.fixes_for(site.id) if f.rule == "if-where")
+    assert where.verified, where.why_not
+    line = "+torch._dynamo.config.use_numpy_random_stream = True  # graphstitch fix"
+    assert where.patch is not None and line in where.patch
+    root = str(RULES_SRC.parent)
+    diff, ok = apply_best(report, Workspace(f"{RULES_SRC}:numpy_mixed", root, root), OPTS, write=False)
+    assert ok and line in diff, diff
+
+
+def test_a_trial_in_which_nothing_compiles_is_not_verified():
+    # A patch after which nothing compiles (an entry split whose parts are all eager gaps at
+    # run time, a training epoch's) has no break and outputs equal eager, like a fix. The
+    # judge sees it as it is: two real censuses, the second of a function with no tensor op,
+    # which compiles no graph.
+    base, site = _site_of(f"{RULES_SRC}:paced_factory", "PACED", RULES_SRC)
+    off = census_target(f"{RULES_SRC}:passed_through", dataclasses.replace(OPTS, fresh=True),
+                        project_root=str(RULES_SRC.parent))
+    assert base.graph_count and off.graph_count == 0 and not off.sites and off.outputs_match_eager
+    f = evaluate(site, Candidate("split", "nothing compiled", Patches()), base, off)
+    assert not f.verified and f.why_not == [
+        "nothing is compiled any more: the patch turns compilation off instead of removing the break"]
 
 
 # ----------------------------------------------------------------------------- region splits on real code shapes

@@ -1064,3 +1064,37 @@ def seeded_window(x, seed):
 def seeded():
     torch.manual_seed(0)
     return [(seeded_window, (torch.randn(6), 3), {}), (seeded_window, (torch.randn(6), 5), {})]
+
+
+def _jitter(shape):
+    return torch.from_numpy(np.random.normal(0.0, 0.1, size=shape)).float()  # compiled: torch's stream  # NP_DRAW
+
+
+class NumpyMixed(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = self.lin(x + _jitter(x.shape))
+        if h.sum() > 0:  # NP_MIXED
+            h = h * 2
+        else:
+            h = h - 1
+        return h
+
+
+def numpy_mixed():
+    torch.manual_seed(0)
+    m = NumpyMixed()
+    return [(m, (torch.randn(3, 4),), {}), (m, (torch.randn(3, 4) - 1,), {})]
+
+
+
+def _passed_through(x):
+    return x
+
+
+def passed_through():
+    torch.manual_seed(0)
+    return [(_passed_through, (torch.randn(4),), {})]

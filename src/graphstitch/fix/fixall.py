@@ -28,8 +28,20 @@ from ..targets import Options, Patches, target_file
 from .candidates import DATA_FLAGS, Candidate, both_data_flags, candidates
 from .patches import WRITABLE_KINDS, count_kinds, patch_text, plan_patch, write_files
 from .rules import Rewrite, proposals, tried_late
-from .trials import CauseFix, Counts, Fix, evaluate, new_breaks, outputs_proved, rank, uncovered, untraced_code
-from .workspace import Workspace
+from .trials import (
+    NUMPY_STREAM,
+    CauseFix,
+    Counts,
+    Fix,
+    draws_numpy_random,
+    evaluate,
+    new_breaks,
+    outputs_proved,
+    rank,
+    uncovered,
+    untraced_code,
+)
+from .workspace import Workspace, home_file, with_config
 
 
 @dataclass
@@ -118,6 +130,17 @@ def fix_all(spec: str, opts: Options, *, jobs: int = 2, timeout: float | None = 
         out.why_not = [f"the target failed: {base.error.headline[:200]}"]
         return out, {}
     overlay: dict[str, str] = {}
+    if base.error is None and base.outputs_match_eager is False and base.sites and tfile \
+            and draws_numpy_random(base, ws.project):
+        # Every step keeps NumPy's random stream (trials.NUMPY_STREAM) when that restores eager outputs.
+        kept_files = with_config({}, NUMPY_STREAM, home_file(base.sites[0], tfile, ws.project))
+        kept = ws.census(opts, kept_files, timeout, map_lines=False)
+        if kept.error is None and kept.outputs_match_eager:
+            overlay.update(kept_files)
+            base = kept
+            out.steps.append(Step("(all)", "config use_numpy_random_stream=True", "config", None,
+                                  "NumPy's random calls in compiled code run on NumPy's stream (each one a break), "
+                                  "as they do eagerly", kept.graph_count, []))
     cur = base
     done: dict[str, str] = {}        # site identity text -> why nothing verified (rewrites, then flags and hatches)
     flags_next: dict[str, str] = {}  # site identity text -> why no rewrite verified: its flags and hatches come next

@@ -31,9 +31,9 @@ from ..model import Site
 from ..paths import in_project, short_path
 from ..targets import Options, Patches, target_file
 from .candidates import Candidate
-from .rules import proposals, user_frames
+from .rules import proposals
 from .trials import THEN, CauseFix, Fix, FixReport, evaluate, joined
-from .workspace import Workspace, after_imports, binds, config_text, keep_end, unified_diff
+from .workspace import Workspace, after_imports, binds, config_text, home_file, keep_end, unified_diff, with_config
 
 WRITABLE_KINDS = ("config", "nonstrict_trace", "disable")
 
@@ -122,19 +122,9 @@ def planned_files(fix: Fix, report: FixReport, ws: Workspace, opts: Options | No
                        if j.rule == fix.rule and j.label == fix.candidate), None)
         if rw is None:
             raise LookupError(f"the rewrite {fix.candidate!r} no longer applies to {short_path(site.file)}")
-        return rw.files
+        return with_config(rw.files, report.config.get("base_config") or {}, home_file(site, tfile, ws.project))
     path, _, new = plan_patch(fix.patches, fix.wrapped, site, tfile, ws.project)
     return {path: new}
-
-
-def home_file(site: Site, tfile: str, root: str | None) -> str:
-    """Where a config line for SITE goes: the project module that holds it, else the
-    innermost project module on its stack (the user's code calling into a library), else the
-    target file. The user's own script imports that module before it compiles anything."""
-    for f in [site.file, *(fr.file for fr in reversed(user_frames(site)))]:
-        if in_project(f, root) and os.path.isfile(f):
-            return f
-    return tfile
 
 
 def plan_patch(patches: Patches, wrapped: str | None, site: Site, tfile: str, root: str | None,
@@ -168,14 +158,19 @@ def plan_patch(patches: Patches, wrapped: str | None, site: Site, tfile: str, ro
         m = re.match(r"[ \t]*", lines[node.lineno - 1])
         indent = m.group(0) if m else ""
         new_lines = lines[:first] + [f"{indent}@{hatch}  # graphstitch fix\n"] + lines[first:]
-        return path, old, keep_end(old, "".join(new_lines[:top] + imports([]) + new_lines[top:]))
+        return path, old, _and_config(patches, keep_end(old, "".join(new_lines[:top] + imports([]) + new_lines[top:])))
     mod, _, qual = (wrapped or "").partition(":")
     if not mod:
         raise LookupError("the trial did not say which function it wrapped")
     obj = f"{mod}.{qual}"
     add = imports([]) + [f"import {mod}  # graphstitch fix: wrap a library function from your code\n",
                          f"{obj} = {hatch}({obj})  # graphstitch fix\n"]
-    return path, old, keep_end(old, "".join(lines[:top] + add + lines[top:]))
+    return path, old, _and_config(patches, keep_end(old, "".join(lines[:top] + add + lines[top:])))
+
+
+def _and_config(patches: Patches, text: str) -> str:
+    """TEXT with the config lines a hatch's trial ran with too (a fix's base config)."""
+    return config_text(Patches(config=patches.config), text) if patches.config else text
 
 
 def _free_backup_name(path: str) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import queue
+import re
 import threading
 import time
 from collections import Counter
@@ -24,11 +25,20 @@ from ..advice import advise
 from ..changes import diff, site_label
 from ..files import file_hash, source_text
 from ..model import CauseId, Census, ErrorInfo, ErrorKind, Site, SiteId, StackEntry
+from ..paths import in_project
 from ..perf.timing import LatencyStats
 from ..targets import Options, Patches, target_file
 from .candidates import INVASIVENESS, Candidate, candidates, flags_together
 from .rules import STRATEGY_RANK, Rewrite, proposals, tried_late, user_frames
-from .workspace import Workspace, unified_diff
+from .workspace import Workspace, home_file, unified_diff, with_config
+
+# Dynamo traces NumPy's random functions in compiled code on torch's generator
+# (torch._dynamo.config.use_numpy_random_stream is off by default): code that draws from
+# NumPy gets other numbers compiled than eagerly, and no fix of it can be judged against
+# eager. With the flag the draws run on NumPy's own stream (each one a break), so `fix`
+# keeps the flag in its baseline and in every trial and patch when it restores eager outputs.
+NUMPY_STREAM = {"use_numpy_random_stream": True}
+_NUMPY_RANDOM = re.compile(r"\b(np|numpy)\.random\.")
 
 # The candidate kinds `fix` tries unless told otherwise: those it can write as source.
 WRITTEN_KINDS = frozenset({"rewrite", "caller", "extract", "split", "config", "nonstrict_trace", "disable"})
@@ -259,6 +269,8 @@ def evaluate(site: Site, cand: Candidate, base: Census, trial: Census, read: Rea
             why.append("moved, not removed: new site " + ", ".join(new_sites))
         if new_skips:
             why.append("new skipped frame " + ", ".join(new_skips))
+        if base.graph_count and not trial.graph_count:
+            why.append("nothing is compiled any more: the patch turns compilation off instead of removing the break")
         if not outputs:
             why.append("outputs differ from eager: " + str(trial.output_mismatch or trial.checks.fresh_mismatch
                                                            or trial.checks.fresh_error or "not checked"))
@@ -434,6 +446,24 @@ def run_fix(spec: str, opts: Options, *, jobs: int | None = None, timeout: float
             child.kill_tree()
 
 
+def draws_numpy_random(base: Census, root: str | None) -> bool:
+    """Whether a project file that compiled (a graph's or a break's frame) calls np.random."""
+    files = {g.file for g in base.graphs} | {fr.file for s in base.sites for fr in s.stack}
+    return any(in_project(f, root) and os.path.isfile(f) and _NUMPY_RANDOM.search(source_text(f)) for f in files)
+
+
+def on_base(c: Candidate, site: Site, base: Census, tfile: str | None, root: str | None) -> Candidate:
+    """C with the baseline's own config (``base_config``, NumPy's random stream): a rewrite
+    carries its line in the site's module, a flag or hatch trial runs with it."""
+    cfg = base.config.get("base_config")
+    if not cfg:
+        return c
+    if c.rewrite is not None:
+        files = with_config(c.rewrite.files, cfg, home_file(site, tfile or site.file, root))
+        return dataclasses.replace(c, rewrite=dataclasses.replace(c.rewrite, files=files))
+    return dataclasses.replace(c, patches=dataclasses.replace(c.patches, config={**cfg, **c.patches.config}))
+
+
 def _run_fix(ws: Workspace, opts: Options, jobs: int, timeout: float | None, only: Callable[[Site], bool] | None,
              kinds: AbstractSet[str] | None, warm: queue.SimpleQueue[object], exhaustive: bool,
              causes: CauseStep | None, say: Callable[[str], None]) -> FixReport:
@@ -442,6 +472,12 @@ def _run_fix(ws: Workspace, opts: Options, jobs: int, timeout: float | None, onl
     t0 = time.perf_counter()
     base = FixReport.of(worker.run(ws.job(opts), timeout=timeout,
                                    progress=lambda t: say(f"baseline census: {t}")).census)
+    if base.error is None and base.outputs_match_eager is False and draws_numpy_random(base, ws.project):
+        kept = worker.run(ws.job(dataclasses.replace(opts, patches=Patches(config=dict(NUMPY_STREAM)))),
+                          timeout=timeout, progress=lambda t: say(f"baseline census, NumPy's random stream: {t}")).census
+        if kept.error is None and kept.outputs_match_eager:
+            base = FixReport.of(kept)
+            base.config["base_config"] = dict(NUMPY_STREAM)
     base.census_seconds = time.perf_counter() - t0
     if base.config.get("grad_auto"):   # a training step: its trials run with autograd from the start
         opts = dataclasses.replace(opts, grad=True)
@@ -465,7 +501,8 @@ def _run_fix(ws: Workspace, opts: Options, jobs: int, timeout: float | None, onl
     for s in sites:
         props, refused = proposals(s, ws.project, target_file=tfile, factory=factory, sites=base.sites)
         base.refused += [Refused(s.id, r.rule, r.reason) for r in refused]
-        rewrites += [(s, Candidate(p.strategy, p.label, Patches(), p)) for p in props]
+        rewrites += [(s, on_base(Candidate(p.strategy, p.label, Patches(), p), s, base, tfile, ws.project))
+                     for p in props]
     rewrites = [(s, c) for s, c in rewrites if kinds is None or c.kind in kinds]
     lock = threading.Lock()
     count = [0, 0]   # trials done, trials started so far (later batches add to it)
@@ -510,8 +547,8 @@ def _run_fix(ws: Workspace, opts: Options, jobs: int, timeout: float | None, onl
     for f, (s, c) in zip(fixes, first):
         if f.verified and c.rewrite is not None and c.rewrite.ranks:
             on_ranks(f, s, c, base, ws, opts, timeout)
-    follow = [(s, c) for s, c in chained(first, fixes, trials, base, ws.project, tfile, factory)
-              if kinds is None or c.kind in kinds]
+    follow = [(s, on_base(c, s, base, tfile, ws.project))
+              for s, c in chained(first, fixes, trials, base, ws.project, tfile, factory) if kinds is None or c.kind in kinds]
     results = run_all({c.key: c for _, c in follow})
     trials.update(results)
     fixes += [evaluate(s, c, base, results[c.key]) for s, c in follow]
@@ -519,12 +556,13 @@ def _run_fix(ws: Workspace, opts: Options, jobs: int, timeout: float | None, onl
     done = {f.site for f in fixes if f.verified and not f.upstream and f.strategy in ("rewrite", "caller", "extract")} \
         if not exhaustive else set()
     pairs = [(s, c) for s, c in rewrites if c.rewrite is not None and tried_late(c.rewrite) and s.id not in done]
-    pairs += [(s, c) for s in sites if s.id not in done for c in candidates(s, ws.project)
-              if kinds is None or c.kind in kinds]
+    pairs += [(s, on_base(c, s, base, tfile, ws.project)) for s in sites if s.id not in done
+              for c in candidates(s, ws.project) if kinds is None or c.kind in kinds]
     results = run_all({c.key: c for _, c in pairs})
     trials.update(results)
     fixes += [evaluate(s, c, base, results[c.key]) for s, c in pairs]
-    both = [(s, pair) for s in sites if (pair := flags_together(s, fixes)) is not None]
+    both = [(s, on_base(pair, s, base, tfile, ws.project)) for s in sites
+            if (pair := flags_together(s, fixes)) is not None]
     results = run_all({c.key: c for _, c in both})
     trials.update(results)
     fixes += [evaluate(s, c, base, results[c.key]) for s, c in both]

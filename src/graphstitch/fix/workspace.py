@@ -20,12 +20,14 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .. import procs, worker
 from ..files import encode_source, parse_python, read_source, source_text
 from ..model import Census, ErrorInfo, ErrorKind, FrameCompile, Graph, LimitHit, Site, SkippedFrame, StackEntry
 from ..paths import identity_path, in_project
 from ..targets import Options, Patches, target_root
+from .rules import user_frames
 
 
 @dataclass
@@ -181,6 +183,28 @@ def config_text(patches: Patches, old: str) -> str:
     cfg, needs = _config_lines(patches)
     add = [f"import {m}\n" for m in ["torch", *needs] if not binds(tree, m)]
     return keep_end(old, "".join(lines[:top] + add + [ln + "\n" for ln in cfg] + lines[top:]))
+
+
+def home_file(site: Site, tfile: str, root: str | None) -> str:
+    """Where a config line for SITE goes: the project module that holds it, else the
+    innermost project module on its stack (the user's code calling into a library), else the
+    target file. The user's own script imports that module before it compiles anything."""
+    for f in [site.file, *(fr.file for fr in reversed(user_frames(site)))]:
+        if in_project(f, root) and os.path.isfile(f):
+            return f
+    return tfile
+
+
+def with_config(files: dict[str, str], config: dict[str, Any], home: str) -> dict[str, str]:
+    """FILES with CONFIG's lines after the imports of HOME too: the base config every trial
+    and patch of a fix carries (``trials.NUMPY_STREAM``). A line already there is not added again."""
+    if not config:
+        return files
+    key = next((k for k in files if os.path.realpath(k) == os.path.realpath(home)), home)
+    old = files[key] if key in files else source_text(home)
+    if all(ln in old for ln in _config_lines(Patches(config=config))[0]):
+        return files
+    return {**files, key: config_text(Patches(config=config), old)}
 
 
 def binds(tree: ast.Module, name: str) -> bool:

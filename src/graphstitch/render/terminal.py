@@ -282,6 +282,11 @@ def fixes(report: FixReport, console: Console | None = None, verbose: bool = Fal
     if report.error is not None and report.error.kind is ErrorKind.COMPILED and report.fixes:
         console.print("\n[yellow]The original fails when compiled (below): each fix is judged against eager, "
                       "so a VERIFIED one is also a patch after which the compiled run completes.[/]")
+    if report.config.get("base_config", {}).get("use_numpy_random_stream"):
+        console.print("\n[yellow]Compiled, the original's NumPy random draws came from torch's generator "
+                      "(Dynamo's default), so its outputs differed from eager. The census above keeps NumPy's "
+                      "stream (torch._dynamo.config.use_numpy_random_stream = True: each draw is a break), and "
+                      "every trial and patch below carries that line.[/]")
     for sid in dict.fromkeys(f.site for f in report.fixes):
         rows = report.fixes_for(sid)
         console.print(f"\n[bold underline]Fixes for {escape(rows[0].label)}[/]")
