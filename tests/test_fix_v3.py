@@ -6,8 +6,10 @@ Sites are asserted by file, line (``marked_line``) and GB id from real censuses.
 """
 
 import dataclasses
+import difflib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -601,6 +603,23 @@ def test_a_trial_in_which_nothing_compiles_is_not_verified():
     f = evaluate(site, Candidate("split", "nothing compiled", Patches()), base, off)
     assert not f.verified and f.why_not == [
         "nothing is compiled any more: the patch turns compilation off instead of removing the break"]
+
+
+def test_an_extracted_running_total_is_passed_in_and_returned_and_no_other_line_changes():
+    # `total += ...` reads `total` before it binds it: the helper takes it and returns it
+    # (its trial raised UnboundLocalError before). This file has runs of three blank lines
+    # elsewhere: they are the user's, and the patch leaves them alone.
+    base, site = _site_of(f"{RULES_SRC}:running_total", "RUNNING_TOTAL", RULES_SRC)
+    assert (site.gb_id, site.line) == ("GB0124", marked_line(RULES_SRC, "RUNNING_TOTAL"))
+    props, _ = proposals(site, str(RULES_SRC.parent), target_file=str(RULES_SRC), factory="running_total",
+                         sites=base.sites)
+    text = next(p for p in props if p.rule == "extract-hatch").files[str(RULES_SRC)]
+    helper = re.search(r"def (_forward_\d+)\(self, total, x\):\n.*\n    return total\n", text)
+    assert helper is not None, text
+    assert f"            total = {helper.group(1)}(self, total, x)  # RUNNING_TOTAL\n" in text
+    old = RULES_SRC.read_text()
+    removed = [ln for ln in difflib.ndiff(old.splitlines(), text.splitlines()) if ln.startswith("- ")]
+    assert removed == ["-             total += self.lin(x).sum().item()  # RUNNING_TOTAL"], removed
 
 
 # ----------------------------------------------------------------------------- region splits on real code shapes

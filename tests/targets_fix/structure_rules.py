@@ -1098,3 +1098,20 @@ def _passed_through(x):
 def passed_through():
     torch.manual_seed(0)
     return [(_passed_through, (torch.randn(4),), {})]
+
+
+class Totals(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 2)
+
+    def forward(self, xs):
+        total = 0.0
+        for x in xs:
+            total += self.lin(x).sum().item()  # RUNNING_TOTAL
+        return total
+
+
+def running_total():
+    torch.manual_seed(0)
+    return [(Totals(), ([torch.randn(2, 3), torch.randn(4, 3)],), {})]

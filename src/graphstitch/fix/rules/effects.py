@@ -217,7 +217,7 @@ def _io_defer(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
     text = place_helper(ctx, [helper, register], {st: replace_stmt(ctx, st, f"{name}()")})
     yield Rewrite("io-defer", "split", f"I/O moved into {name}(), called after the graph",
                   "the I/O runs after the compiled graph instead of between its ops (same files, same "
-                  "content: it reads no tensor)", {ctx.path: tidy_blank_lines(text)})
+                  "content: it reads no tensor)", {ctx.path: tidy_blank_lines(text, ctx.module.code)})
 
 
 def _root(e: cst.BaseExpression) -> str | None:
@@ -426,7 +426,7 @@ def _deferred(ctx: Ctx, rule_name: str, st: cst.BaseStatement, unit: cst.BaseSta
 
     def placed(helpers: list[cst.BaseStatement], call: str) -> str:
         new = [replace_stmt(ctx, st, call), *rest]
-        return tidy_blank_lines(place_helper(ctx, [*helpers, register], {st: cst.FlattenSentinel(new)}))
+        return tidy_blank_lines(place_helper(ctx, [*helpers, register], {st: cst.FlattenSentinel(new)}), ctx.module.code)
 
     # disable: the deferred call runs inside the compiled frame's code, where Dynamo would
     # otherwise compile the helper as a frame of its own (and break at its .item()).

@@ -68,7 +68,7 @@ def place_helper(ctx: Ctx, helpers: Sequence[cst.BaseStatement], swaps: dict[cst
     placed = [h.with_changes(leading_lines=[cst.EmptyLine(indent=False)] * 2) for h in helpers]
     old = swaps.get(top)
     swaps = {**swaps, top: lambda upd: cst.FlattenSentinel([*placed, old(upd) if callable(old) else upd])}
-    code = add_import(tidy_blank_lines(ctx.swap(swaps)), "import torch")
+    code = add_import(tidy_blank_lines(ctx.swap(swaps), ctx.module.code), "import torch")
     return add_import(code, extra) if extra else code
 
 

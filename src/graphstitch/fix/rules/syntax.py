@@ -171,9 +171,10 @@ def dedent(code: str) -> str:
     return "\n".join(ln[cut:] for ln in lines)
 
 
-def tidy_blank_lines(code: str) -> str:
-    """At most two blank lines in a row (inserted definitions bring their own)."""
-    return re.sub(r"\n{4,}", "\n\n\n", code)
+def tidy_blank_lines(code: str, old: str) -> str:
+    """At most two blank lines in a row (inserted definitions bring their own), unless the
+    user's own text OLD has longer runs: then nothing is reformatted (their lines stay theirs)."""
+    return code if re.search(r"\n{4,}", old) else re.sub(r"\n{4,}", "\n\n\n", code)
 
 
 # ----------------------------------------------------------------------------- names and scopes
@@ -236,10 +237,12 @@ def locals_read(idx: Index, stmts: Sequence[cst.CSTNode], func: cst.FunctionDef)
     f.write(...)``)."""
     fscope = idx.scopes.get(func.body)
     binds = binding_points(idx, stmts)
+    # `total += x` reads `total` before it binds it (libcst records only the binding)
+    updated = {a.target for st in stmts for a in walk(st) if isinstance(a, cst.AugAssign)}
     out: list[str] = []
     for st in stmts:
         for n in walk(st):
-            if not isinstance(n, cst.Name) or n.value in out or n not in idx.loads:
+            if not isinstance(n, cst.Name) or n.value in out or (n not in idx.loads and n not in updated):
                 continue
             at = idx.span[n][0] if n in idx.span else None
             if at is not None and any(b <= at for b in binds.get(n.value, ())):
