@@ -657,6 +657,19 @@ def test_a_callee_compiled_alone_is_split_at_the_function_the_user_compiled():
     assert f.verified and f.after.sites == 0 and f.side_effects_kept, f.why_not
 
 
+def test_an_entry_calling_the_function_whose_loop_breaks_makes_both_glue_and_the_model_still_compiles():
+    # The break is in `_epoch_steps`, which the compiled entry calls: splitting the entry
+    # alone would run the whole loop, model included, eagerly. Both become glue instead
+    # (the entry as the module the factory compiles), and the model compiles per call.
+    site, rw, f = _trial_of("epoch", "EPOCH_READ", "entry-split", label="as eager glue")
+    assert (site.gb_id, site.file, site.line) == ("GB0124", str(RULES_SRC), marked_line(RULES_SRC, "EPOCH_READ"))
+    assert rw.strategy == "caller" and "_epoch_steps() as eager glue" in rw.label, rw.label
+    text = rw.files[str(RULES_SRC)]
+    assert ("@torch.compiler.disable(recursive=False)  # graphstitch fix: eager glue, what it calls compiles\n"
+            "def _epoch_steps(model, batches):") in text
+    assert f.verified and f.after.sites == 0 and f.after.graphs == f.before.graphs > 0, f.why_not
+
+
 def test_a_split_is_refused_when_a_part_before_the_last_returns(tmp_path):
     # An early return before the gap: the glue could not tell it from falling through.
     prog = tmp_path / "early_split.py"

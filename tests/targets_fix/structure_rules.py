@@ -1115,3 +1115,32 @@ class Totals(torch.nn.Module):
 def running_total():
     torch.manual_seed(0)
     return [(Totals(), ([torch.randn(2, 3), torch.randn(4, 3)],), {})]
+
+
+def _epoch_steps(model, batches):
+    total = 0.0
+    for x in batches:
+        out = model(x)
+        total += float(out.relu().sum())  # EPOCH_READ
+    return total
+
+
+def epoch_entry(model, batches, seed):
+    torch.manual_seed(seed)
+    return _epoch_steps(model, batches)  # EPOCH_CALL
+
+
+class Scorer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 2)
+
+    def forward(self, x):
+        return self.lin(x).tanh()
+
+
+def epoch():
+    torch.manual_seed(0)
+    model = Scorer()
+    return [(epoch_entry, (model, [torch.randn(2, 3), torch.randn(4, 3)], 0), {}),
+            (epoch_entry, (model, [torch.randn(5, 3)], 1), {})]

@@ -113,9 +113,11 @@ def _split_at(ctx: Ctx, entry: StackEntry, chain: Sequence[StackEntry] = ()) -> 
     # every parameter by name (a *args tuple or **kwargs dict is passed on as one value)
     params = [p.name.value for p in [*fp.posonly_params, *fp.params, *stars, *fp.kwonly_params]]
 
-    def build(runs: list[tuple[int, int]], inline: bool = False) -> Rewrite | Refusal:
+    def build(runs: list[tuple[int, int]], inline: bool = False,
+              below: dict[str, tuple[Index, dict[cst.CSTNode, object]]] | None = None) -> Rewrite | Refusal:
         """The split with eager gaps RUNS; INLINE: the gaps stay in the glue itself (a loop
-        stays in Python and what it calls compiles, one step at a time)."""
+        stays in Python and what it calls compiles, one step at a time). BELOW: the defs of
+        the functions the gaps call that become glue too (per file, from ``_glue_chain``)."""
         # the body as alternating parts: compiled (False) and eager gaps (True)
         parts: list[tuple[bool, list[cst.BaseStatement]]] = []
         pos = 0
@@ -209,7 +211,8 @@ def _split_at(ctx: Ctx, entry: StackEntry, chain: Sequence[StackEntry] = ()) -> 
         spans = [f"{idx.pos[body[k]]}" + (f"–{idx.end[body[j]]}" if idx.end[body[j]] > idx.pos[body[k]] else "")
                  for k, j in runs]
         gap_lines = ("line " if len(spans) == 1 else "lines ") + ", ".join(spans) + \
-            (" eagerly in place (its loop stays in Python, what the loop calls compiles)" if inline else " eagerly")
+            (" eagerly in place" if below else
+             " eagerly in place (its loop stays in Python, what the loop calls compiles)" if inline else " eagerly")
         if chain:
             glued = _glue_chain(idx, entry.file, func, chain, ctx.read)
             if isinstance(glued, Refusal):
@@ -234,10 +237,20 @@ def _split_at(ctx: Ctx, entry: StackEntry, chain: Sequence[StackEntry] = ()) -> 
                            {entry.file: add_import(code, "import torch")})
         new_cls = cls.with_changes(body=cls.body.with_changes(body=[new_func, *new_methods]),
                                    leading_lines=[cst.EmptyLine(indent=False)] * 2)
-        code = add_import(swap_code(idx.module, {fn_entry: cst.FlattenSentinel([fn_entry, new_cls])}), "import torch")
+        others = dict(below or {})
+        code = add_import(swap_code(idx.module, {fn_entry: cst.FlattenSentinel([fn_entry, new_cls]),
+                                                 **others.pop(entry.file, (idx, {}))[1]}), "import torch")
         files = _caller_compiles(ctx, entry.file, code, fn_entry.name.value, cls.name.value)
         if isinstance(files, Refusal):
             return files
+        files.update({f: add_import(swap_code(fidx.module, sw), "import torch") for f, (fidx, sw) in others.items()})
+        if below:
+            names = ", ".join(f"{d.name.value}()" for _, sw in below.values() for d in sw if isinstance(d, cst.FunctionDef))
+            return Rewrite("entry-split", "caller",
+                           f"region split: {fn_entry.name.value}() runs {gap_lines}, and {names} as eager glue; the "
+                           f"factory compiles {cls.name.value}, a module of its parts, instead",
+                           "the functions holding the breaks run as eager glue (what they call compiles, one call at "
+                           "a time); your own code compiles the module instead of the function", files)
         # Strategy 3 at a function entry changes the caller: it compiles the module of the
         # parts instead of the function. Issue 19 files this under caller-side moves.
         return Rewrite("entry-split", "caller",
@@ -276,6 +289,18 @@ def _split_at(ctx: Ctx, entry: StackEntry, chain: Sequence[StackEntry] = ()) -> 
         only = build(alone)
         if isinstance(only, Rewrite):
             yield only
+    # A function entry whose gap calls the functions holding the site (an epoch function
+    # calling `train`, whose loop breaks): the call stays in the glue and those functions
+    # become glue too (disable(recursive=False)), so what they call compiles one call at a
+    # time; the gap alone would run them, and all they call, eagerly.
+    below = [fr for fr in frames[frames.index(entry) + 1:] if not is_scope_frame(fr.function)] \
+        if fn_entry is not None and entry in frames else []
+    if below and all(in_project(fr.file, ctx.root) and os.path.isfile(fr.file) for fr in below):
+        glued = _glue_chain(idx, entry.file, fn_entry, below, ctx.read) if fn_entry is not None else None
+        if glued is not None and not isinstance(glued, Refusal):
+            deep = build(runs, inline=True, below=glued)
+            if isinstance(deep, Rewrite):
+                yield deep
 
 
 def _parse(path: str, read: Callable[[str], str]) -> Index:
