@@ -232,3 +232,25 @@ def test_a_training_step_runs_again_with_autograd_instead_of_failing(tmp_path):
     p = gs("census", f"{prog}:target", "--grad", "--json", out, cwd=tmp_path)
     d = json.loads(out.read_text())
     assert p.returncode == 0 and d["config"]["grad"] is True and "grad_auto" not in d["config"]
+
+
+def test_printed_clock_numbers_are_compared_masked_when_the_compiled_side_varies_and_eager_happens_not_to():
+    # A timing print read to 3 decimals: a fast eager step prints 0.000 every time, the
+    # compiled one varies. Its varying shows the clock is read at run time (not frozen at
+    # trace time, which a compiled side that never varies would show): compared masked.
+    from itertools import count
+
+    from graphstitch.live import _settle_effects
+
+    ticks = count(1)
+
+    def eager(x):
+        print(f"Time {0.0:.3f}")
+
+    def compiled(x):
+        print(f"Time {next(ticks) / 1000:.3f}")
+
+    e, c = _settle_effects(eager, compiled, ((1,), {}), ((1,), {}), ["stdout Time 0.000\n"], ["stdout Time 0.009\n"])
+    assert e == c == ["stdout Time #\n"]
+    frozen = _settle_effects(compiled, eager, ((1,), {}), ((1,), {}), ["stdout Time 0.009\n"], ["stdout Time 0.000\n"])
+    assert frozen == (["stdout Time 0.009\n"], ["stdout Time 0.000\n"])   # compiled never varies, eager does

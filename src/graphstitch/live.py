@@ -738,7 +738,7 @@ def _settle_effects(rfn: Callable[..., Any], cfn: Callable[..., Any], again: Any
     """Printed text that differs between eager and compiled: a value both read from a clock
     (``int(steps / (time.time() - t0))``), or a report lost or frozen. Up to three more pairs
     of runs on copies of the inputs: a pair that prints the same shows the clock's doing;
-    when both sides vary the numbers are compared masked; a compiled side that never varies
+    when the compiled side varies the numbers are compared masked; a compiled side that never varies
     while eager does froze a value at trace time (a ``time.time()`` traced once): the
     difference stands. A single re-run decided this once, and a clock read to whole units
     (the same twice by chance) made the verdict flip between runs."""
@@ -759,7 +759,9 @@ def _settle_effects(rfn: Callable[..., Any], cfn: Callable[..., Any], again: Any
             return e2, c2
         seen_e.add(tuple(e2))
         seen_c.add(tuple(c2))
-    if len(seen_e) > 1 and len(seen_c) > 1:
+    # (the eager side may print the same by chance: a clock read to 3 decimals in a fast
+    # eager step; the compiled side varying shows it reads the clock at run time too)
+    if len(seen_c) > 1:
         return [_NUMBER.sub("#", e) for e in eff_e], [_NUMBER.sub("#", e) for e in eff_c]
     return eff_e, eff_c
 
