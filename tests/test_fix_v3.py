@@ -591,6 +591,17 @@ def test_numpy_draws_in_compiled_code_keep_numpys_stream_so_fixes_can_be_judged(
     assert ok and line in diff, diff
 
 
+def test_fix_all_writes_the_numpy_stream_line_first_and_fixes_on_top_of_it():
+    from graphstitch.fix.fixall import fix_all
+    result, files = fix_all(f"{RULES_SRC}:numpy_mixed", OPTS, jobs=2, timeout=300, project_root=str(RULES_SRC.parent))
+    steps = [(st.strategy, st.candidate) for st in result.steps]
+    assert steps[:2] == [("config", "config use_numpy_random_stream=True"), ("rewrite", "`if` assigning h -> torch.where")]
+    assert result.verified, result.why_not
+    assert "+torch._dynamo.config.use_numpy_random_stream = True  # graphstitch fix" in result.patch
+    # the draw itself stays a break (on NumPy's stream, as eager draws it): said, not hidden
+    assert len(result.remaining) == 1 and result.remaining[0].startswith("GB0298 "), result.remaining
+
+
 def test_a_trial_in_which_nothing_compiles_is_not_verified():
     # A patch after which nothing compiles (an entry split whose parts are all eager gaps at
     # run time, a training epoch's) has no break and outputs equal eager, like a fix. The
