@@ -254,3 +254,22 @@ def test_printed_clock_numbers_are_compared_masked_when_the_compiled_side_varies
     assert e == c == ["stdout Time #\n"]
     frozen = _settle_effects(compiled, eager, ((1,), {}), ((1,), {}), ["stdout Time 0.009\n"], ["stdout Time 0.000\n"])
     assert frozen == (["stdout Time 0.009\n"], ["stdout Time 0.000\n"])   # compiled never varies, eager does
+    # ...which freezes a clock only where a hatch traces a body at compile time: without
+    # one (a split's eager glue printing a fast step's 0.000), the numbers are masked too.
+    unfrozen = _settle_effects(compiled, eager, ((1,), {}), ((1,), {}), ["stdout Time 0.009\n"],
+                               ["stdout Time 0.000\n"], can_freeze=False)
+    assert unfrozen == (["stdout Time #\n"], ["stdout Time #\n"])
+
+
+def test_only_a_hatch_that_traces_its_body_can_freeze_a_clock(tmp_path):
+    from graphstitch.live import _can_freeze
+    from graphstitch.targets import Options, Patches, Wrap
+
+    assert _can_freeze(Options(patches=Patches(wrap=Wrap("m.py", 3, "f", "nonstrict_trace"))))
+    assert not _can_freeze(Options(patches=Patches(wrap=Wrap("m.py", 3, "f", "disable"))))
+    split = tmp_path / "split.py"
+    split.write_text("import torch\n\n@torch.compiler.disable\ndef f():\n    pass\n")
+    helper = tmp_path / "helper.py"
+    helper.write_text("import torch\n\n@torch._dynamo.nonstrict_trace\ndef f(x):\n    return x\n")
+    assert not _can_freeze(Options(overlay={"a.py": str(split)}))
+    assert _can_freeze(Options(overlay={"a.py": str(split), "b.py": str(helper)}))

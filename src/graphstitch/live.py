@@ -346,7 +346,8 @@ def run_calls(cap: Capture, calls: Sequence[Call], opts: Options,
                     cfn = compiled[id(fn)] = torch.compile(fn, backend=backend, dynamic=opts.dynamic)
                 if p == 1 and i == 0 and opts.fresh:   # graphstitch's fresh check follows the first pass
                     cap.note(call=-1, pass_index=-1)
-                    _fresh_check(cap, pristine, compiled, list(reference()) if reference is not None else None)
+                    _fresh_check(cap, pristine, compiled, list(reference()) if reference is not None else None,
+                                 can_freeze=_can_freeze(opts))
                 cap.note(call=i, pass_index=p)
                 _seed()
                 try:
@@ -372,7 +373,8 @@ def run_calls(cap: Capture, calls: Sequence[Call], opts: Options,
             if opts.fresh and not opts.repeat:
                 progress("fresh inputs: compiled vs the original's eager run")
                 cap.note(call=-1, pass_index=-1)
-                _fresh_check(cap, pristine, compiled, list(reference()) if reference is not None else None)
+                _fresh_check(cap, pristine, compiled, list(reference()) if reference is not None else None,
+                             can_freeze=_can_freeze(opts))
         cap.complete(True)
         if not opts.check_eager:
             return
@@ -612,8 +614,25 @@ def _optimizers(x: Any, depth: int = 0) -> Iterator[torch.optim.Optimizer]:
             yield from _optimizers(v, depth + 1)
 
 
+def _can_freeze(opts: Options) -> bool:
+    """Whether the run has a hatch whose body is traced at compile time (nonstrict_trace,
+    allow_in_graph: a clock read there is frozen into the graph). Elsewhere Dynamo breaks on
+    a clock instead of tracing it, so compiled code cannot freeze one."""
+    wrap = opts.patches.wrap if opts.patches else None
+    if wrap is not None and wrap.how in ("nonstrict_trace", "allow_in_graph"):
+        return True
+    for path in opts.overlay.values():
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                if re.search(r"\b(nonstrict_trace|allow_in_graph)\b", f.read()):
+                    return True
+        except OSError:
+            return True
+    return False
+
+
 def _fresh_check(cap: Capture, calls: Sequence[Call], compiled: dict[int, Callable[..., Any]],
-                 ref_calls: Sequence[Call] | None = None) -> None:
+                 ref_calls: Sequence[Call] | None = None, can_freeze: bool = True) -> None:
     """Run a fresh random input set eagerly and through the (warm) compiled functions:
     outputs must match, and each call must print/log the same at run time. Compile-time
     runs on fake tensors (allow_in_graph, nonstrict_trace) are not run-time effects.
@@ -641,7 +660,7 @@ def _fresh_check(cap: Capture, calls: Sequence[Call], compiled: dict[int, Callab
     # numbers are compared masked (the text around them must still match).
     masked = ref_calls is not None and any(_values_differ((a, k), (ra, rk))
                                            for (_, a, k), (_, ra, rk) in zip(calls, ref_calls))
-    given = _given_effects(calls, compiled, ref_calls, masked)
+    given = _given_effects(calls, compiled, ref_calls, masked, can_freeze)
     for keep_ints in (False, True):
         # The original code gets the same fresh values (same structure, same generator seed);
         # a number the patched call passes as a 0-d tensor (a recompile fix) keeps its value.
@@ -651,7 +670,7 @@ def _fresh_check(cap: Capture, calls: Sequence[Call], compiled: dict[int, Callab
         gen = torch.Generator().manual_seed(1234)
         ref = [(fn, _fresh(a, gen, keep_ints), _fresh(k, gen, keep_ints))
                for fn, a, k in (ref_calls if ref_calls is not None else calls)]
-        checks, eager_error = _compare_fresh(fresh, ref, compiled, masked)
+        checks, eager_error = _compare_fresh(fresh, ref, compiled, masked, can_freeze)
         if eager_error is None:
             if given is not None and checks.side_effects_kept:
                 checks.side_effects_kept, checks.side_effects = False, given
@@ -681,7 +700,8 @@ def _values_differ(a: Any, b: Any, depth: int = 0) -> bool:
 
 
 def _given_effects(calls: Sequence[Call], compiled: dict[int, Callable[..., Any]],
-                   ref_calls: Sequence[Call] | None, masked: bool = False) -> SideEffects | None:
+                   ref_calls: Sequence[Call] | None, masked: bool = False,
+                   can_freeze: bool = True) -> SideEffects | None:
     """The factory's own calls again, now that the compiled functions are warm: what the code
     prints/logs/warns at run time must match the original's eager run on the same inputs
     (the fresh set may never take the path that reports). The effects that differ, or None.
@@ -692,12 +712,13 @@ def _given_effects(calls: Sequence[Call], compiled: dict[int, Callable[..., Any]
     if any(x is None for x in [*mine, *theirs]):
         return None   # a generator argument: it cannot be run twice
     checks, error = _compare_fresh([(fn, *ak) for (fn, _, _), ak in zip(calls, mine)],
-                                   [(fn, *ak) for (fn, _, _), ak in zip(ref_src, theirs)], compiled, masked)
+                                   [(fn, *ak) for (fn, _, _), ak in zip(ref_src, theirs)], compiled, masked,
+                                   can_freeze)
     return checks.side_effects if error is None and checks.side_effects_kept is False else None
 
 
 def _compare_fresh(fresh: Sequence[Call], ref: Sequence[Call], compiled: dict[int, Callable[..., Any]],
-                   masked: bool = False) -> tuple[Checks, str | None]:
+                   masked: bool = False, can_freeze: bool = True) -> tuple[Checks, str | None]:
     """The checks of one fresh input set, or the error the original (eager) code raised on it."""
     checks = Checks(fresh_outputs_match=True, side_effects_kept=True)
     for i, (fn, args, kwargs) in enumerate(fresh):
@@ -718,7 +739,7 @@ def _compare_fresh(fresh: Sequence[Call], ref: Sequence[Call], compiled: dict[in
             if masked:
                 eff_e, eff_c = [_NUMBER.sub("#", e) for e in eff_e], [_NUMBER.sub("#", e) for e in eff_c]
             if eff_e != eff_c and again is not None and again_c is not None:
-                eff_e, eff_c = _settle_effects(rfn, compiled[id(fn)], again, again_c, eff_e, eff_c)
+                eff_e, eff_c = _settle_effects(rfn, compiled[id(fn)], again, again_c, eff_e, eff_c, can_freeze)
         except Exception as e:  # noqa: BLE001
             checks.fresh_error = f"{type(e).__name__}: {str(e).strip()[:300]}"
             checks.fresh_outputs_match = False
@@ -734,11 +755,12 @@ def _compare_fresh(fresh: Sequence[Call], ref: Sequence[Call], compiled: dict[in
 
 
 def _settle_effects(rfn: Callable[..., Any], cfn: Callable[..., Any], again: Any, again_c: Any,
-                    eff_e: list[str], eff_c: list[str]) -> tuple[list[str], list[str]]:
+                    eff_e: list[str], eff_c: list[str], can_freeze: bool = True) -> tuple[list[str], list[str]]:
     """Printed text that differs between eager and compiled: a value both read from a clock
     (``int(steps / (time.time() - t0))``), or a report lost or frozen. Up to three more pairs
     of runs on copies of the inputs: a pair that prints the same shows the clock's doing;
-    when the compiled side varies the numbers are compared masked; a compiled side that never varies
+    when the compiled side varies (or eager does, in a run without a hatch that traces a body
+    at compile time) the numbers are compared masked; a compiled side that never varies
     while eager does froze a value at trace time (a ``time.time()`` traced once): the
     difference stands. A single re-run decided this once, and a clock read to whole units
     (the same twice by chance) made the verdict flip between runs."""
@@ -759,9 +781,10 @@ def _settle_effects(rfn: Callable[..., Any], cfn: Callable[..., Any], again: Any
             return e2, c2
         seen_e.add(tuple(e2))
         seen_c.add(tuple(c2))
-    # (the eager side may print the same by chance: a clock read to 3 decimals in a fast
-    # eager step; the compiled side varying shows it reads the clock at run time too)
-    if len(seen_c) > 1:
+    # (either side may print the same by chance: a clock read to 3 decimals in a fast step.
+    # The compiled side varying shows it reads the clock at run time; a compiled side that
+    # never varies is a frozen clock only where a hatch traces a body at compile time.)
+    if len(seen_c) > 1 or (len(seen_e) > 1 and not can_freeze):
         return [_NUMBER.sub("#", e) for e in eff_e], [_NUMBER.sub("#", e) for e in eff_c]
     return eff_e, eff_c
 
