@@ -681,6 +681,47 @@ def test_an_entry_calling_the_function_whose_loop_breaks_makes_both_glue_and_the
     assert f.verified and f.after.sites == 0 and f.after.graphs == f.before.graphs > 0, f.why_not
 
 
+def test_a_glued_function_in_the_factory_file_keeps_the_factory_pointed_at_the_split(tmp_path):
+    # The entry lives in its own module and calls back into a function of the factory's
+    # file (a training step passed in): that file gets both the glue decorator and the
+    # factory's redirect to the module of the parts; neither may replace the other.
+    (tmp_path / "loop.py").write_text(
+        "import torch\n\n\n"
+        "def epoch_entry(model, batches, seed, steps):\n"
+        "    torch.manual_seed(seed)\n"
+        "    return steps(model, batches)\n")
+    prog = tmp_path / "prog.py"
+    prog.write_text(
+        "import torch\n\nfrom loop import epoch_entry\n\n\n"
+        "class Scorer(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.lin = torch.nn.Linear(3, 2)\n\n"
+        "    def forward(self, x):\n"
+        "        return self.lin(x).tanh()\n\n\n"
+        "def steps(model, batches):\n"
+        "    total = 0.0\n"
+        "    for x in batches:\n"
+        "        total += float(model(x).relu().sum())  # READ\n"
+        "    return total\n\n\n"
+        "def epoch():\n"
+        "    torch.manual_seed(0)\n"
+        "    model = Scorer()\n"
+        "    return [(epoch_entry, (model, [torch.randn(2, 3), torch.randn(4, 3)], 0, steps), {}),\n"
+        "            (epoch_entry, (model, [torch.randn(5, 3)], 1, steps), {})]\n")
+    base, site = _site_of(f"{prog}:epoch", "READ", prog)
+    assert (site.gb_id, site.file) == ("GB0124", str(prog)) and base.graph_count > 0
+    props, refused = proposals(site, str(tmp_path), target_file=str(prog), factory="epoch", sites=base.sites)
+    rw = next((p for p in props if p.rule == "entry-split" and "as eager glue" in p.label), None)
+    assert rw is not None, (props, refused)
+    text = rw.files[str(prog)]
+    assert "# graphstitch fix: eager glue, what it calls compiles\ndef steps(model, batches):" in text
+    assert "from loop import epoch_entry, " in text, text
+    f = evaluate(site, Candidate(rw.strategy, rw.label, Patches(), rw), base,
+                 Workspace(f"{prog}:epoch", str(tmp_path), str(tmp_path)).census(OPTS, rw.files, 300))
+    assert f.verified and f.after.sites == 0 and f.after.graphs > 0, f.why_not
+
+
 def test_a_split_is_refused_when_a_part_before_the_last_returns(tmp_path):
     # An early return before the gap: the glue could not tell it from falling through.
     prog = tmp_path / "early_split.py"

@@ -240,10 +240,12 @@ def _split_at(ctx: Ctx, entry: StackEntry, chain: Sequence[StackEntry] = ()) -> 
         others = dict(below or {})
         code = add_import(swap_code(idx.module, {fn_entry: cst.FlattenSentinel([fn_entry, new_cls]),
                                                  **others.pop(entry.file, (idx, {}))[1]}), "import torch")
-        files = _caller_compiles(ctx, entry.file, code, fn_entry.name.value, cls.name.value)
+        # the glued functions' files first: one may be the factory's, whose redirect goes on top
+        files = _caller_compiles(ctx, entry.file, {
+            **{f: add_import(swap_code(fidx.module, sw), "import torch") for f, (fidx, sw) in others.items()},
+            entry.file: code}, fn_entry.name.value, cls.name.value)
         if isinstance(files, Refusal):
             return files
-        files.update({f: add_import(swap_code(fidx.module, sw), "import torch") for f, (fidx, sw) in others.items()})
         if below:
             names = ", ".join(f"{d.name.value}()" for _, sw in below.values() for d in sw if isinstance(d, cst.FunctionDef))
             return Rewrite("entry-split", "caller",
@@ -347,13 +349,13 @@ def _eager_runs(body: Sequence[cst.BaseStatement], holds: Sequence[bool]) -> lis
     return runs
 
 
-def _caller_compiles(ctx: Ctx, path: str, code: str, fn: str, cls: str) -> dict[str, str] | Refusal:
+def _caller_compiles(ctx: Ctx, path: str, written: dict[str, str], fn: str, cls: str) -> dict[str, str] | Refusal:
     """The factory (the caller) made to return an instance of CLS where it returned the
-    function FN: PATH's new CODE, and the factory's file when it is another one (its
-    ``from ... import FN`` imports CLS too)."""
+    function FN (defined in PATH): the WRITTEN files, with the factory's file (as written, or
+    as on disk) changed so (its ``from ... import FN`` imports CLS too)."""
     assert ctx.target_file is not None and ctx.factory is not None
     tf = ctx.target_file
-    files = {path: code}
+    files = dict(written)
     text = files.get(tf) or ctx.read(tf)
     mod = cst.parse_module(text)
     fac = next((n for n in mod.body if isinstance(n, cst.FunctionDef) and n.name.value == ctx.factory), None)
