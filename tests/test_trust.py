@@ -261,6 +261,53 @@ def test_printed_clock_numbers_are_compared_masked_when_the_compiled_side_varies
     assert unfrozen == (["stdout Time #\n"], ["stdout Time #\n"])
 
 
+def test_numbers_a_function_that_reads_a_clock_prints_are_compared_masked_on_real_compiled_frames(tmp_path):
+    # Each side prints the same every time, yet they differ (a compiled step consistently
+    # slower than eager): re-running cannot tell a clock from a fault, the code can. Where
+    # the printing function reads a clock and no hatch traces a body, its numbers are masked;
+    # elsewhere, or where a hatch could freeze the clock, the difference stands.
+    import importlib.util
+    import logging
+
+    import torch
+
+    from graphstitch.live import _compare_fresh
+
+    mod = tmp_path / "timed.py"
+    mod.write_text(
+        "import logging\nimport time\n\nlog = logging.getLogger('timed')\n\n\n"
+        "def step(x, took):\n"
+        "    end = time.time()\n"
+        "    y = (x * 2).sum()\n"
+        "    print(f'Time {took:.3f} loss {float(y):.2f}')\n"
+        "    log.info('Time %.3f', took)\n"
+        "    return y\n\n\n"
+        "def untimed(x, took):\n"
+        "    y = (x * 2).sum()\n"
+        "    print(f'Time {took:.3f}')\n"
+        "    return y\n")
+    spec = importlib.util.spec_from_file_location("timed", mod)
+    timed = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(timed)
+    logging.getLogger("timed").setLevel(logging.INFO)
+    x = torch.ones(3)
+    for fn, masked in ((timed.step, True), (timed.untimed, False)):
+        torch._dynamo.reset()
+        comp = torch.compile(fn, backend="eager")
+        checks, err = _compare_fresh([(fn, (x, 0.004), {})], [(fn, (x, 0.002), {})], {id(fn): comp},
+                                     can_freeze=False)
+        assert err is None and checks.fresh_outputs_match
+        assert checks.side_effects_kept is masked, (fn.__name__, checks.side_effects)
+    # a run with a hatch that traces a body at compile time could freeze the clock: unmasked
+    checks, _ = _compare_fresh([(timed.step, (x, 0.004), {})], [(timed.step, (x, 0.002), {})],
+                               {id(timed.step): torch.compile(timed.step, backend="eager")}, can_freeze=True)
+    assert checks.side_effects_kept is False and "Time 0.004" in " ".join(checks.side_effects.compiled)
+    # the loss printed beside the clock keeps its text: a changed format still shows
+    checks, _ = _compare_fresh([(timed.untimed, (x, 0.002), {})], [(timed.step, (x, 0.002), {})],
+                               {id(timed.untimed): timed.untimed}, can_freeze=False)
+    assert checks.side_effects_kept is False
+
+
 def test_only_a_hatch_that_traces_its_body_can_freeze_a_clock(tmp_path):
     from graphstitch.live import _can_freeze
     from graphstitch.targets import Options, Patches, Wrap

@@ -9,8 +9,10 @@ recorded on the capture (``error``), never raised.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import copy
+import functools
 import io
 import linecache
 import logging
@@ -28,6 +30,7 @@ import torch
 
 from . import dynamo, paths
 from .analysis import build_census
+from .files import parse_python
 from .jsonio import to_json
 from .model import Census, Checks, ErrorInfo, ErrorKind, SideEffects, TraceStats
 from .procs import progress
@@ -477,9 +480,11 @@ _DEPRECATIONS = (DeprecationWarning, PendingDeprecationWarning, FutureWarning)
 
 
 @contextlib.contextmanager
-def _effects(out: list[str]) -> Iterator[None]:
+def _effects(out: list[str], mask_clocks: bool = False) -> Iterator[None]:
     """Record what the code prints to stdout, logs, warns and writes to files. The user's
-    loggers are enabled at every level meanwhile, so a dropped debug call is seen too."""
+    loggers are enabled at every level meanwhile, so a dropped debug call is seen too.
+    With MASK_CLOCKS, the numbers a function that reads a clock prints or logs are masked
+    (see :func:`_reads_clock`)."""
     orig, orig_enabled = logging.Logger.handle, logging.Logger.isEnabledFor
 
     def enabled(self: logging.Logger, level: int) -> bool:
@@ -487,9 +492,12 @@ def _effects(out: list[str]) -> Iterator[None]:
 
     def handle(self: logging.Logger, record: logging.LogRecord) -> None:
         if not record.name.startswith("torch"):  # torch's own warnings differ by design
-            out.append(f"log {record.name} {record.levelname} {record.getMessage()}")
+            msg = record.getMessage()
+            if mask_clocks and _reads_clock(record.pathname, record.lineno):
+                msg = _NUMBER.sub("#", msg)
+            out.append(f"log {record.name} {record.levelname} {msg}")
         return orig(self, record)
-    buf = io.StringIO()
+    buf = _ClockMaskingBuffer() if mask_clocks else io.StringIO()
     logging.Logger.handle, logging.Logger.isEnabledFor = handle, enabled  # type: ignore[method-assign]
     # Warnings count too, every time ("always": the default filter shows one once per line,
     # which would hide a dropped one); torch's and the standard library's own warnings (compile
@@ -524,6 +532,64 @@ def _effects(out: list[str]) -> Iterator[None]:
             out.extend(f"warning {w.category.__name__} {w.message}" for w in caught
                        if not paths.is_internal(w.filename) and not issubclass(w.category, _DEPRECATIONS)
                        and id(w) not in internal)
+
+
+class _ClockMaskingBuffer(io.StringIO):
+    """stdout whose text written by a function that reads a clock has its numbers masked
+    (``print`` is C: the frame above ``write`` is the one that called it)."""
+
+    def write(self, s: str) -> int:
+        f = sys._getframe(1)
+        if _reads_clock(f.f_code.co_filename, f.f_lineno or 0):
+            s = _NUMBER.sub("#", s)
+        return super().write(s)
+
+
+# What reads the wall or CPU clock: `time.time()`, `perf_counter()` imported from time,
+# `datetime.now()`, `timeit.default_timer()`.
+_CLOCK_CALLS = frozenset({"time", "perf_counter", "monotonic", "process_time", "time_ns", "perf_counter_ns",
+                          "monotonic_ns", "process_time_ns", "default_timer"})
+_CLOCK_MODULES = frozenset({"time", "timeit"})
+
+
+def _reads_clock(path: str, line: int) -> bool:
+    """Whether the innermost function holding LINE of PATH reads a clock itself. What it
+    prints may then be a duration (SwAV's meters, `int(n / (time.time() - t0))`), which
+    no two runs share: eager may print the same numbers every time and the compiled side
+    other ones every time (a slower step), so re-running cannot tell a clock from a fault.
+    Only used where no hatch traces a body at compile time: elsewhere Dynamo breaks on a
+    clock call rather than freezing it, so the compiled side reads the clock at run time."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return False
+    spans = _clock_spans(path, st.st_mtime_ns, st.st_size)
+    inner = [(a, b, clock) for a, b, clock in spans if a <= line <= b]
+    return bool(inner) and max(inner, key=lambda t: t[0])[2]
+
+
+@functools.lru_cache(maxsize=256)
+def _clock_spans(path: str, _mtime: int, _size: int) -> list[tuple[int, int, bool]]:
+    """(first line, last line, reads a clock) of each function of PATH."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            tree = parse_python(f.read(), path)
+    except (OSError, SyntaxError, ValueError):
+        return []
+    names = {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+             and n.module in _CLOCK_MODULES for a in n.names if a.name in _CLOCK_CALLS}
+
+    def clock(c: ast.Call) -> bool:
+        fn = c.func
+        if isinstance(fn, ast.Name):
+            return fn.id in names
+        if isinstance(fn, ast.Attribute):
+            base = fn.value.attr if isinstance(fn.value, ast.Attribute) else getattr(fn.value, "id", None)
+            return (fn.attr in _CLOCK_CALLS and base in _CLOCK_MODULES) or \
+                (fn.attr in ("now", "utcnow", "today") and base == "datetime")
+        return False
+    return [(n.lineno, n.end_lineno or n.lineno, any(isinstance(c, ast.Call) and clock(c) for c in ast.walk(n)))
+            for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
 
 
 def _fresh(x: Any, gen: torch.Generator, keep_ints: bool = False) -> Any:
@@ -728,13 +794,13 @@ def _compare_fresh(fresh: Sequence[Call], ref: Sequence[Call], compiled: dict[in
         again, again_c = _copy_or_none((rargs, rkwargs)), _copy_or_none((args, kwargs))
         try:
             _seed()
-            with _effects(eff_e):
+            with _effects(eff_e, not can_freeze):
                 want = clone_output(rfn(*rargs, **rkwargs))
         except Exception as e:  # noqa: BLE001 - the input set, not the candidate, is at fault
             return checks, f"call {i}: {type(e).__name__}: {str(e).strip()[:200]}"
         try:
             _seed()
-            with _effects(eff_c):
+            with _effects(eff_c, not can_freeze):
                 got = compiled[id(fn)](*args, **kwargs)
             if masked:
                 eff_e, eff_c = [_NUMBER.sub("#", e) for e in eff_e], [_NUMBER.sub("#", e) for e in eff_c]
@@ -772,10 +838,10 @@ def _settle_effects(rfn: Callable[..., Any], cfn: Callable[..., Any], again: Any
         e2: list[str] = []
         c2: list[str] = []
         _seed()
-        with _effects(e2):
+        with _effects(e2, not can_freeze):
             rfn(*a[0], **a[1])
         _seed()
-        with _effects(c2):
+        with _effects(c2, not can_freeze):
             cfn(*ac[0], **ac[1])
         if e2 == c2:
             return e2, c2
