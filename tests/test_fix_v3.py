@@ -1000,3 +1000,31 @@ def test_a_seed_at_the_entry_goes_eager_alone_while_a_helper_it_calls_breaks_whe
     assert rw.strategy == "caller" and f"line {marked_line(RULES_SRC, 'SEEDED')} eagerly" in rw.label
     assert f.verified and f.new_sites == [], f.why_not
     assert (f.before.sites, f.after.sites) == (2, 1)   # the helper's int() (WINDOW_START) still breaks
+
+
+def test_where_the_unpatched_compiled_code_already_differs_on_fresh_inputs_the_factorys_calls_decide():
+    # Compiled, a NumPy draw comes from torch's stream; only the fresh set takes its branch,
+    # so the original compiled code already differs from eager there. No patch could make
+    # the fresh set match: a rewrite is proved on the factory's calls, and says so.
+    opts = dataclasses.replace(OPTS, fresh=True)
+    root = str(RULES_SRC.parent)
+    base = census_target(f"{RULES_SRC}:drifting_calls", opts, project_root=root)
+    assert base.outputs_match_eager and base.checks.fresh_outputs_match is False
+    site = next(s for s in base.sites if s.line == marked_line(RULES_SRC, "DRIFT_SCALE"))
+    assert site.gb_id == "GB0124"
+    props, refused = proposals(site, root, target_file=str(RULES_SRC), factory="drifting_calls", sites=base.sites)
+    rw = next(p for p in props if p.rule == "item-keep-tensor")
+    ws = Workspace(f"{RULES_SRC}:drifting_calls", root, root)
+    f = evaluate(site, Candidate(rw.strategy, rw.label, Patches(), rw), base, ws.census(opts, rw.files, 300))
+    assert f.verified and f.given_inputs_only and "already differs from eager on fresh inputs" in \
+        f.given_inputs_only, f.why_not
+    # ...but the factory's calls still decide: a patch that changes what they return is refused
+    wrong = {str(RULES_SRC): rw.files[str(RULES_SRC)].replace("    return y * 2\n", "    return y * 3\n")}
+    f = evaluate(site, Candidate(rw.strategy, rw.label, Patches(), rw), base, ws.census(opts, wrong, 300))
+    assert not f.verified and any(w.startswith("outputs differ from eager") for w in f.why_not), f.why_not
+    # a branch that draws random numbers is never made a torch.where: it would draw on every call
+    branch = next(s for s in base.sites if s.line == marked_line(RULES_SRC, "DRIFT_IF"))
+    props, refused = proposals(branch, root, target_file=str(RULES_SRC), factory="drifting_calls",
+                               sites=base.sites)
+    assert not any(p.rule == "if-where" for p in props)
+    assert any(r.rule == "if-where" and "np.random.rand" in r.reason for r in refused), refused

@@ -726,7 +726,7 @@ def _fresh_check(cap: Capture, calls: Sequence[Call], compiled: dict[int, Callab
     # numbers are compared masked (the text around them must still match).
     masked = ref_calls is not None and any(_values_differ((a, k), (ra, rk))
                                            for (_, a, k), (_, ra, rk) in zip(calls, ref_calls))
-    given = _given_effects(calls, compiled, ref_calls, masked, can_freeze)
+    given_kept, given = _given_effects(calls, compiled, ref_calls, masked, can_freeze)
     for keep_ints in (False, True):
         # The original code gets the same fresh values (same structure, same generator seed);
         # a number the patched call passes as a 0-d tensor (a recompile fix) keeps its value.
@@ -740,11 +740,13 @@ def _fresh_check(cap: Capture, calls: Sequence[Call], compiled: dict[int, Callab
         if eager_error is None:
             if given is not None and checks.side_effects_kept:
                 checks.side_effects_kept, checks.side_effects = False, given
+            checks.given_effects_kept = given_kept
             cap.note(checks=checks)
             return
         unusable = eager_error
     cap.note(checks=Checks(fresh_unusable=f"the original code raises on fresh inputs ({unusable})",
-                           side_effects_kept=False if given is not None else None, side_effects=given))
+                           side_effects_kept=False if given is not None else None, side_effects=given,
+                           given_effects_kept=given_kept))
 
 
 def _values_differ(a: Any, b: Any, depth: int = 0) -> bool:
@@ -767,20 +769,23 @@ def _values_differ(a: Any, b: Any, depth: int = 0) -> bool:
 
 def _given_effects(calls: Sequence[Call], compiled: dict[int, Callable[..., Any]],
                    ref_calls: Sequence[Call] | None, masked: bool = False,
-                   can_freeze: bool = True) -> SideEffects | None:
+                   can_freeze: bool = True) -> tuple[bool | None, SideEffects | None]:
     """The factory's own calls again, now that the compiled functions are warm: what the code
     prints/logs/warns at run time must match the original's eager run on the same inputs
-    (the fresh set may never take the path that reports). The effects that differ, or None.
-    Both sides run on copies, so the fresh set is still made from the factory's arguments."""
+    (the fresh set may never take the path that reports). Whether they matched (None: not
+    compared), and the effects that differ. Both sides run on copies, so the fresh set is
+    still made from the factory's arguments."""
     ref_src = ref_calls if ref_calls is not None else calls
     mine = [_copy_or_none((a, k)) for _, a, k in calls]
     theirs = [_copy_or_none((a, k)) for _, a, k in ref_src]
     if any(x is None for x in [*mine, *theirs]):
-        return None   # a generator argument: it cannot be run twice
+        return None, None   # a generator argument: it cannot be run twice
     checks, error = _compare_fresh([(fn, *ak) for (fn, _, _), ak in zip(calls, mine)],
                                    [(fn, *ak) for (fn, _, _), ak in zip(ref_src, theirs)], compiled, masked,
                                    can_freeze)
-    return checks.side_effects if error is None and checks.side_effects_kept is False else None
+    if error is not None:
+        return None, None
+    return checks.side_effects_kept, checks.side_effects if checks.side_effects_kept is False else None
 
 
 def _compare_fresh(fresh: Sequence[Call], ref: Sequence[Call], compiled: dict[int, Callable[..., Any]],

@@ -327,6 +327,9 @@ class Checks:
     # The original code itself fails on every fresh input set tried: nothing fresh can be
     # compared, so a trial proves equality on the factory's calls only (and says so).
     fresh_unusable: str | None = None
+    # The factory's own calls, run again warm: printed/logged the same as the original's
+    # eager run (None: not compared, e.g. a generator argument cannot run twice).
+    given_effects_kept: bool | None = None
 
     @classmethod
     def from_record(cls, d: dict[str, Any]) -> Checks:
@@ -336,7 +339,7 @@ class Checks:
         effects = SideEffects(int(se.get("call", 0)), [str(x) for x in se.get("eager", [])],
                               [str(x) for x in se.get("compiled", [])]) if isinstance(se, dict) else None
         return cls(flag("fresh_outputs_match"), text("fresh_mismatch"), text("fresh_error"),
-                   flag("side_effects_kept"), effects, text("fresh_unusable"))
+                   flag("side_effects_kept"), effects, text("fresh_unusable"), flag("given_effects_kept"))
 
 
 @dataclass

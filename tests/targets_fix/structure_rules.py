@@ -1144,3 +1144,19 @@ def epoch():
     model = Scorer()
     return [(epoch_entry, (model, [torch.randn(2, 3), torch.randn(4, 3)], 0), {}),
             (epoch_entry, (model, [torch.randn(5, 3)], 1), {})]
+
+
+def drifting(x, w):
+    scale = float(w.abs().max())  # DRIFT_SCALE
+    y = x / scale
+    if (x < 0).any():  # DRIFT_IF
+        # compiled, NumPy's draw comes from torch's stream: only inputs with a negative
+        # entry (the fresh set, never the factory's) take this branch
+        y = y + torch.as_tensor(np.random.rand(*y.shape), dtype=y.dtype)
+    return y * 2
+
+
+def drifting_calls():
+    torch.manual_seed(0)
+    return [(drifting, (torch.rand(4) + 1, torch.rand(4) + 0.5), {}),
+            (drifting, (torch.rand(6) + 1, torch.rand(4) + 0.5), {})]

@@ -35,7 +35,7 @@ from ..paths import in_project, short_path
 from ..targets import Options, Patches
 from .candidates import Candidate
 from .rules import Rewrite, proposals
-from .trials import CauseFix, Counts, Explained, FixReport, outputs_proved, rewrite_diff
+from .trials import CauseFix, Counts, Explained, FixReport, proved, rewrite_diff
 from .workspace import Workspace, after_imports, config_text
 
 DYNAMIC = {"assume_static_by_default": False}   # what torch.compile(dynamic=True) patches
@@ -295,8 +295,7 @@ def evaluate_cause(cause: RecompileCause, cand: Candidate, base: Census, trial: 
     grown = [f"{label(ch.cause)}: {ch.before} -> {ch.after}" for ch in d.cause_counts
              if ch.after > ch.before and ch.cause.id != cause.id]
     repeats = [f"{label(r)} ({r.repeats}x)" for r in trial.recompiles if r.repeats]
-    outputs = outputs_proved(trial)
-    effects = trial.checks.side_effects_kept
+    outputs, effects, given_only = proved(trial, base)
     if not trial.error:
         if after:
             why.append(f"the cause still recompiles ({cause.count - cause.repeats - cause.checks} -> {after})")
@@ -320,7 +319,7 @@ def evaluate_cause(cause: RecompileCause, cand: Candidate, base: Census, trial: 
                     Counts.of(base), Counts.of(trial), cause.count - cause.repeats - cause.checks, after,
                     not trial.error and after == 0, not repeats and not trial.error, outputs, effects,
                     new_sites, new_skips, new_causes, why, cand.tradeoff, rw.rule if rw else None, patch,
-                    trial.checks.fresh_unusable)
+                    given_only)
 
 
 _RANK = {"caller": 0, "rewrite": 1, "extract": 2, "split": 3, "config": 4}

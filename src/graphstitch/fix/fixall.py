@@ -36,7 +36,7 @@ from .trials import (
     draws_numpy_random,
     evaluate,
     new_breaks,
-    outputs_proved,
+    proved,
     rank,
     uncovered,
     untraced_code,
@@ -101,10 +101,11 @@ def combined_check(base: Census, final: Census) -> list[str]:
     unstable = [r.reason for r in final.recompiles if r.repeats]
     if unstable:
         why.append("recompiles on a repeat pass over the same calls: " + ", ".join(unstable))
-    if not outputs_proved(final):
+    outputs, effects, _ = proved(final, base)
+    if not outputs:
         why.append("outputs differ from the original code's eager outputs: "
                    + str(final.output_mismatch or final.checks.fresh_mismatch or final.checks.fresh_error))
-    if final.checks.side_effects_kept is False:
+    if effects is False:
         why.append("printed/logged output differs from the original code's")
     return why
 
@@ -224,7 +225,7 @@ def fix_all(spec: str, opts: Options, *, jobs: int = 2, timeout: float | None = 
         final = ws.census(dataclasses.replace(opts, repeat=1), overlay, timeout)
         out.final = Counts.of(final)
         out.why_not = combined_check(base, final)
-        out.given_inputs_only = final.checks.fresh_unusable
+        out.given_inputs_only = proved(final, base)[2]
         out.verified = not out.why_not
     return out, overlay
 

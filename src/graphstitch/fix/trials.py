@@ -237,12 +237,28 @@ def uncovered(base: Census, s: Site, untraced: dict[str, set[str]]) -> bool:
     return s.code.strip() in untraced.get(os.path.realpath(s.file), set())
 
 
-def outputs_proved(trial: Census) -> bool:
-    """Outputs equal eager on the factory's calls, and on a fresh input set unless the
-    original code itself raises on every fresh set (``Checks.fresh_unusable``)."""
-    fresh = trial.checks.fresh_outputs_match is True or (
-        trial.checks.fresh_outputs_match is None and trial.checks.fresh_unusable is not None)
-    return bool(trial.outputs_match_eager) and fresh
+def proved(trial: Census, base: Census) -> tuple[bool, bool | None, str | None]:
+    """What TRIAL proves against eager: outputs equal (bool), printed/logged output kept
+    (False: changed), and why only the factory's calls count (None: the fresh set counts too).
+
+    Outputs must match on the factory's calls and on a fresh input set, unless the original
+    code itself raises on every fresh set (``Checks.fresh_unusable``), or BASE, the unpatched
+    compiled code, already differs from eager there while it matched on the factory's calls
+    (a training loop whose float drift over many steps flips an early-stopping test): no
+    patch could make the fresh set match, so the factory's calls decide, outputs and prints."""
+    if trial.checks.fresh_unusable is not None:
+        return (bool(trial.outputs_match_eager) and trial.checks.fresh_outputs_match is not False,
+                trial.checks.side_effects_kept, trial.checks.fresh_unusable)
+    bc = base.checks
+    if base.outputs_match_eager and bc.given_effects_kept is not False and (
+            bc.fresh_outputs_match is False or (bc.side_effects_kept is False and bc.given_effects_kept)):
+        why = bc.fresh_mismatch if bc.fresh_outputs_match is False else "printed/logged output"
+        kept = trial.checks.given_effects_kept
+        return (bool(trial.outputs_match_eager),
+                kept if kept is not None else trial.checks.side_effects_kept,
+                f"the unpatched compiled code already differs from eager on fresh inputs ({why})")
+    return (bool(trial.outputs_match_eager) and trial.checks.fresh_outputs_match is True,
+            trial.checks.side_effects_kept, None)
 
 
 def evaluate(site: Site, cand: Candidate, base: Census, trial: Census, read: Reader = source_text) -> Fix:
@@ -260,8 +276,7 @@ def evaluate(site: Site, cand: Candidate, base: Census, trial: Census, read: Rea
     revealed = [s for s in moved if not still and uncovered(base, s, hidden)]
     new_sites = [site_label(s.id, s.line) for s in moved if s not in revealed]
     new_skips = [f"{f.function} {f.id.path}:{f.line}" for f in d.new_skipped]
-    outputs = outputs_proved(trial)
-    effects = trial.checks.side_effects_kept
+    outputs, effects, given_only = proved(trial, base)
     if not trial.error:
         if still:
             why.append("site still present")
@@ -291,7 +306,7 @@ def evaluate(site: Site, cand: Candidate, base: Census, trial: Census, read: Rea
                trial.config.get("wrapped"), new_sites, new_skips, trial.error, why,
                strategy=cand.strategy, tradeoff=cand.tradeoff, rule=rw.rule if rw else None,
                patch=rewrite_diff(rw) if rw else None, uncovered=[site_label(s.id, s.line) for s in revealed],
-               upstream=bool(rw and rw.upstream), given_inputs_only=trial.checks.fresh_unusable,
+               upstream=bool(rw and rw.upstream), given_inputs_only=given_only,
                output=trial.output if trial.error else None)
 
 

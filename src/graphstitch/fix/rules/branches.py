@@ -30,13 +30,24 @@ def _plain_assigns(block: cst.BaseSuite) -> list[tuple[str, cst.BaseExpression]]
     return out
 
 
+# A draw from a random stream: computed in both arms (torch.where) it would be drawn on
+# every call, and what is drawn after it changes.
+RANDOM_DRAW = re.compile(r"\btorch\.(rand|randn|randint|randperm|rand_like|randn_like|randint_like|multinomial|"
+                         r"bernoulli|normal|poisson)\s*\(|\b(np|numpy)\.random\.|\brandom\.\w+\s*\(|"
+                         r"\.(uniform_|normal_|bernoulli_|random_|exponential_|geometric_|cauchy_|log_normal_)\s*\(|"
+                         r"\bdropout\w*\s*\(")
+
+
 def _effects_in(block: cst.CSTNode, ctx: Ctx) -> str | None:
+    """The first statement of BLOCK that changes state: writes an attribute or an item, or
+    draws random numbers."""
     for n in walk(block):
         if isinstance(n, (cst.AugAssign, cst.Assign)):
             tgts = [n.target] if isinstance(n, cst.AugAssign) else [t.target for t in n.targets]
-            for t in tgts:
-                if isinstance(t, (cst.Attribute, cst.Subscript)):
-                    return ctx.code(n).strip()
+            if any(isinstance(t, (cst.Attribute, cst.Subscript)) for t in tgts) or RANDOM_DRAW.search(ctx.code(n)):
+                return ctx.code(n).strip()
+        if isinstance(n, cst.Return) and n.value is not None and RANDOM_DRAW.search(ctx.code(n)):
+            return ctx.code(n).strip()
     return None
 
 
