@@ -165,7 +165,9 @@ def summary(rows: list[dict], json_path: str | None, *, wall: float | None = Non
                 elif o != "none":
                     by_strategy[o.removesuffix("(unwritten)")] += 1
                     written += not o.endswith("(unwritten)")
-            expect = expect_of(Path(r["path"])) if "path" in r else expect_of(CORPUS / f"{r['program']}.py")
+            # a row from an earlier --json keeps its EXPECT: its path may be a worktree since removed
+            path = Path(r["path"]) if "path" in r else CORPUS / f"{r['program']}.py"
+            expect = expect_of(path) if path.is_file() else r.get("expect", "?")
             r["expect"] = expect
             r["match"] = None if expect == "?" else \
                 (outcomes[0] == expect.split(":")[0]) if outcomes else expect.startswith("none")
