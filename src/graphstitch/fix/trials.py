@@ -250,15 +250,17 @@ def proved(trial: Census, base: Census) -> tuple[bool, bool | None, str | None]:
         return (bool(trial.outputs_match_eager) and trial.checks.fresh_outputs_match is not False,
                 trial.checks.side_effects_kept, trial.checks.fresh_unusable)
     bc = base.checks
-    if base.outputs_match_eager and bc.given_effects_kept is not False and (
-            bc.fresh_outputs_match is False or (bc.side_effects_kept is False and bc.given_effects_kept)):
-        why = bc.fresh_mismatch if bc.fresh_outputs_match is False else "printed/logged output"
-        kept = trial.checks.given_effects_kept
-        return (bool(trial.outputs_match_eager),
-                kept if kept is not None else trial.checks.side_effects_kept,
-                f"the unpatched compiled code already differs from eager on fresh inputs ({why})")
-    return (bool(trial.outputs_match_eager) and trial.checks.fresh_outputs_match is True,
-            trial.checks.side_effects_kept, None)
+    # Each excuse separately: a base whose fresh outputs matched still holds the trial to them.
+    outputs_excused = bool(base.outputs_match_eager) and bc.fresh_outputs_match is False
+    effects_excused = bool(base.outputs_match_eager) and bc.side_effects_kept is False and bc.given_effects_kept is True
+    outputs = bool(trial.outputs_match_eager) and (outputs_excused or trial.checks.fresh_outputs_match is True)
+    given = trial.checks.given_effects_kept
+    effects = (given if given is not None else trial.checks.side_effects_kept) if effects_excused \
+        else trial.checks.side_effects_kept
+    why = [w for w, on in ((bc.fresh_mismatch or "outputs", outputs_excused),
+                           ("printed/logged output", effects_excused)) if on]
+    return outputs, effects, \
+        f"the unpatched compiled code already differs from eager on fresh inputs ({'; '.join(why)})" if why else None
 
 
 def evaluate(site: Site, cand: Candidate, base: Census, trial: Census, read: Reader = source_text) -> Fix:
