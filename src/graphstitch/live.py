@@ -30,7 +30,7 @@ import torch
 
 from . import dynamo, paths
 from .analysis import build_census
-from .files import parse_python
+from .files import parse_python, source_text
 from .jsonio import to_json
 from .model import Census, Checks, ErrorInfo, ErrorKind, SideEffects, TraceStats
 from .procs import progress
@@ -572,8 +572,7 @@ def _reads_clock(path: str, line: int) -> bool:
 def _clock_spans(path: str, _mtime: int, _size: int) -> list[tuple[int, int, bool]]:
     """(first line, last line, reads a clock) of each function of PATH."""
     try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            tree = parse_python(f.read(), path)
+        tree = parse_python(source_text(path), path)   # the file's own encoding (PEP 263, BOM)
     except (OSError, SyntaxError, ValueError):
         return []
     names = {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
