@@ -419,6 +419,14 @@ def test_a_structural_rule_removes_the_break_with_equal_outputs(factory, tag, ru
     assert f.verified and f.after.sites == left, f.why_not
 
 
+def test_the_original_pickles_its_own_classes_beside_the_patched_copy():
+    # torch.save(model) finds the model's class through sys.modules by its module's name; the
+    # original's eager run must see its own module there, not the patched copy's.
+    site, rw, f = _trial_of("pickled", "COPY_PICKLED", "same-value-arms")
+    assert (site.gb_id, site.line) == ("GB0088", marked_line(RULES_SRC, "COPY_PICKLED"))
+    assert f.error is None and f.verified, (f.error, f.why_not)
+
+
 def test_a_flag_that_is_on_leaves_the_tensor_test_and_is_not_verified():
     # The reordered test still reads the tensor when the flag is on: the break stays on that line.
     site, _, f = _trial_of("flagged_on", "FLAG_ON", "flag-first")

@@ -8,6 +8,7 @@ worker) is ``worker.py``'s business.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.abc
 import importlib.machinery
@@ -15,7 +16,7 @@ import importlib.util
 import os
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -185,6 +186,23 @@ def forget_modules(names: set[str], overlay: dict[str, str]) -> None:
         f = getattr(sys.modules.get(name), "__file__", None)
         if f and (not is_library(f) or os.path.realpath(f) in patched or name.partition(".")[0] in tops):
             del sys.modules[name]
+
+
+@contextlib.contextmanager
+def modules_in_place(modules: dict[str, Any]) -> Iterator[None]:
+    """While the original runs beside its patched copy, ``sys.modules`` names the original's
+    modules: pickle (``torch.save(model)``) finds a class by its module's name and refuses
+    one that is not the same object, and a lazy import must get the original's module."""
+    saved = {name: sys.modules.get(name) for name in modules}
+    sys.modules.update(modules)
+    try:
+        yield
+    finally:
+        for name, module in saved.items():
+            if module is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = module
 
 
 def load_factory(spec: str) -> Callable[[], Any]:

@@ -421,10 +421,12 @@ def job_calls(job: Job) -> tuple[list[Any] | ErrorInfo, Callable[[], list[Any]] 
     # globals) and the overlay makes every import of a patched file load the patched copy.
     before = set(sys.modules)
     ref_factory = load_factory(job.options.reference)
-    forget_modules(set(sys.modules) - before, job.options.overlay)
+    loaded = {name: sys.modules[name] for name in set(sys.modules) - before}
+    forget_modules(set(loaded), job.options.overlay)
+    originals = {name: m for name, m in loaded.items() if name not in sys.modules}
     use_overlay(job.options.overlay)
     patched = load_factory(job.spec)
-    ref = functools.partial(_seeded_calls, ref_factory, job.options.reference)
+    ref = functools.partial(_original_calls, ref_factory, job.options.reference, originals)
     calls = _seeded_calls(patched, job.spec)
     leaks = overlay_leaks()
     if leaks:
@@ -456,6 +458,22 @@ def census_of_calls(job: Job, ctx: Context, calls: list[Any] | ErrorInfo, target
                 run_calls(cap, calls, job.options, reference=reference, rebuild=rebuild)
     failed = cap.census is None or cap.census.error is not None
     return (failed_code if failed else 0), None
+
+
+def _original_calls(factory: Callable[[], Any], spec: str, originals: dict[str, Any]) -> list[Any]:
+    """The original's calls, made and run with its own modules in ``sys.modules``."""
+    from .targets import modules_in_place
+
+    def in_place(fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with modules_in_place(originals):
+                return fn(*args, **kwargs)
+        return call
+
+    with modules_in_place(originals):
+        calls = _seeded_calls(factory, spec)
+    return [(in_place(fn), args, kwargs) for fn, args, kwargs in calls]
 
 
 def _seeded_calls(factory: Callable[[], Any], spec: str) -> list[Any]:

@@ -1,6 +1,7 @@
 """Shapes of code the structural rules key on (tests/test_fix_v3.py), one factory each.
 Written for the tests, not taken from the corpus: the names here are deliberately unlike
 those of the fix corpus and the unseen set."""
+import io
 import time
 import warnings
 
@@ -1160,3 +1161,23 @@ def drifting_calls():
     torch.manual_seed(0)
     return [(drifting, (torch.rand(4) + 1, torch.rand(4) + 0.5), {}),
             (drifting, (torch.rand(6) + 1, torch.rand(4) + 0.5), {})]
+
+
+class Snapshot(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3)
+
+    def forward(self, t):
+        return self.lin(t)
+
+
+def save_padded(model, t):
+    out = t if t.data_ptr() % 64 == 0 else t.contiguous()  # COPY_PICKLED
+    torch.save(model, io.BytesIO())   # pickles Snapshot: found through sys.modules by its module's name
+    return model(out * 2)
+
+
+def pickled():
+    torch.manual_seed(0)
+    return [(save_padded, (Snapshot(), torch.randn(5, 3)), {})]
