@@ -637,7 +637,9 @@ def _fresh_pair(x: Any, ref: Any, gen: torch.Generator, keep_ints: bool) -> Any:
     return _fresh(x, gen, keep_ints)
 
 
-_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+# A number with the spaces a width pads it with (`{:5.2f}` of 9.87 and of 10.12): masked, a
+# duration's padding depends on its magnitude too.
+_NUMBER = re.compile(r" *[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
 
 
 def _copy_or_none(x: Any) -> Any:
