@@ -112,6 +112,7 @@ def main() -> int:
         report = run_fix(spec, opts, jobs=a.j, timeout=a.timeout, project_root=root,
                          kinds=None if a.all_kinds else FAST_KINDS)
         outcomes = []
+        refusals: dict[str, list[str]] = {}   # site -> every reason the pristine re-check gave, in full
         for site in report.sites:
             best = next((f for f in report.fixes_for(site.id) if f.verified), None)
             if best is None:
@@ -125,6 +126,8 @@ def main() -> int:
                 trial = ws.census(opts, patch, a.timeout)
                 again = evaluate(site, Candidate(best.kind, best.candidate, best.patches), report, trial)
                 if not again.verified:
+                    refusals[str(site.id)] = list(again.why_not)
+                    print(f"  false-verified {site.id}: {best.strategy}: " + " | ".join(again.why_not), flush=True)
                     outcomes.append(f"false-verified({best.strategy}: {'; '.join(again.why_not)[:120]})")
                     continue
             else:
@@ -134,7 +137,7 @@ def main() -> int:
         got = ",".join(outcomes) if outcomes else "none: no break"
         match = got.split(",")[0].split("(")[0] == expect.split(":")[0] if outcomes else expect.startswith("none")
         rows.append({"program": path.stem, "group": group, "path": str(path), "sites": len(report.sites),
-                     "outcome": got, "site_outcomes": outcomes,
+                     "outcome": got, "site_outcomes": outcomes, "refusals": refusals,
                      "expect": expect,
                      "match": match, "error": report.error.headline if report.error else None,
                      "census_s": report.census_seconds, "trials_s": report.trials_seconds})
