@@ -112,10 +112,14 @@ def main() -> int:
         report = run_fix(spec, opts, jobs=a.j, timeout=a.timeout, project_root=root,
                          kinds=None if a.all_kinds else FAST_KINDS)
         outcomes = []
-        refusals: dict[str, list[str]] = {}   # site -> every reason the pristine re-check gave, in full
+        refusals: dict[str, list[str]] = {}   # site -> why it has no fix, or why the pristine re-check refused it
         for site in report.sites:
             best = next((f for f in report.fixes_for(site.id) if f.verified), None)
             if best is None:
+                # why not: each candidate tried (its reasons), each rule that matched but proposed nothing
+                refusals[str(site.id)] = [f"{f.strategy} {f.candidate}: " + "; ".join(f.why_not)
+                                          for f in report.fixes_for(site.id)] + \
+                    [f"{r.rule}: {r.reason}" for r in report.refused + report.no_candidate if r.site == site.id]
                 outcomes.append("none")
                 continue
             ws = Workspace(spec, root, root)
