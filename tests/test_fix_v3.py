@@ -8,6 +8,7 @@ Sites are asserted by file, line (``marked_line``) and GB id from real censuses.
 import dataclasses
 import difflib
 import json
+import math
 import os
 import re
 import shutil
@@ -281,6 +282,23 @@ def test_outputs_compare_dicts_by_key_not_by_insertion_order():
     assert outputs_equal({"a": t, "b": [t, t + 1]}, {"b": [t, t + 1], "a": t}) == (True, None)
     assert outputs_equal({"a": t, "b": t}, {"a": t, "c": t})[1] == "outputs differ in structure"
     assert not outputs_equal({"a": t, "b": t + 1}, {"b": t, "a": t + 1})[0]
+
+
+def test_a_nan_read_with_item_equals_a_nan_and_nothing_else():
+    # A training loop that diverges returns its loss as `.item()`: NaN on both sides is the
+    # same output (as equal_nan for tensors); a NaN against a number still differs.
+    import torch
+
+    from graphstitch.live import outputs_equal
+
+    def step(x):
+        return (x.log().sum().item(), x * 2)
+
+    x = torch.tensor([-1.0, 2.0])
+    compiled = torch.compile(step, backend="eager")(x)
+    assert math.isnan(compiled[0])
+    assert outputs_equal(compiled, step(x)) == (True, None)
+    assert not outputs_equal(compiled, (1.0, x * 2))[0]
 
 
 # ----------------------------------------------------------------------------- the user's file

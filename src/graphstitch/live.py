@@ -16,6 +16,7 @@ import functools
 import io
 import linecache
 import logging
+import math
 import os
 import random
 import re
@@ -215,7 +216,9 @@ def outputs_equal(actual: Any, expected: Any) -> tuple[bool, str | None]:
                 torch.testing.assert_close(a, b, equal_nan=True)
             except Exception as e:  # noqa: BLE001 - any mismatch (value, dtype, shape) is an answer
                 return False, f"{path}: " + str(e).strip().splitlines()[0][:300]
-        elif a != b and not (isinstance(a, float) and isinstance(b, float) and abs(a - b) <= 1e-5 * max(1.0, abs(b))):
+        elif a != b and not (isinstance(a, float) and isinstance(b, float)
+                             and (abs(a - b) <= 1e-5 * max(1.0, abs(b)) or math.isnan(a) and math.isnan(b))):
+            # a NaN is equal to a NaN, as in tensors (equal_nan): a diverging loss read with .item()
             return False, f"{path}: {a!r} != {b!r}"
     return True, None
 
