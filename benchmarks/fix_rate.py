@@ -148,6 +148,8 @@ def main() -> int:
         print(f"{path.stem:28s} sites={len(report.sites)} got={got:40s} expect={expect[:50]:50s} "
               f"{'ok' if match else 'DIFF'}  census {report.census_seconds or 0:.1f}s trials {report.trials_seconds or 0:.1f}s",
               flush=True)
+        if a.json:   # after each program: a run stopped early still leaves its rows (--combine sums them)
+            Path(a.json).write_text(json.dumps({"rows": rows, "partial": True}, indent=1))
     return summary(rows, a.json, wall=time.perf_counter() - t_all, jobs=a.j)
 
 
