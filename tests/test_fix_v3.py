@@ -707,6 +707,17 @@ def test_an_entry_calling_the_function_whose_loop_breaks_makes_both_glue_and_the
     assert f.verified and f.after.sites == 0 and f.after.graphs == f.before.graphs > 0, f.why_not
 
 
+def test_a_function_the_entry_calls_twice_breaks_at_both_calls_and_both_join_the_gap():
+    # The site is reported once, with the stack of the first call (fit); the second call
+    # (score) runs the same loop. A gap of the first call alone leaves the site in the
+    # compiled part after it: both calls are the gap, what is around them compiles.
+    site, rw, f = _trial_of("fit_score", "EPOCH_READ", "entry-split", label="eagerly;")
+    assert (site.gb_id, site.file, site.line) == ("GB0124", str(RULES_SRC), marked_line(RULES_SRC, "EPOCH_READ"))
+    fit, score = marked_line(RULES_SRC, "FIT_CALL"), marked_line(RULES_SRC, "SCORE_CALL")
+    assert f"fit_then_score() runs line {fit}–{score} eagerly;" in rw.label, rw.label
+    assert f.verified and f.after.sites == 0 and f.side_effects_kept, f.why_not
+
+
 def test_a_glued_function_in_the_factory_file_keeps_the_factory_pointed_at_the_split(tmp_path):
     # The entry lives in its own module and calls back into a function of the factory's
     # file (a training step passed in): that file gets both the glue decorator and the

@@ -1147,6 +1147,20 @@ def epoch():
             (epoch_entry, (model, [torch.randn(5, 3)], 1), {})]
 
 
+def fit_then_score(model, batches, held_out):
+    w = held_out[0].mean()
+    fit = _epoch_steps(model, batches)  # FIT_CALL
+    score = _epoch_steps(model, held_out)  # SCORE_CALL
+    return fit + score, w * 2
+
+
+def fit_score():
+    torch.manual_seed(0)
+    model = Scorer()
+    return [(fit_then_score, (model, [torch.randn(2, 3), torch.randn(4, 3)], [torch.randn(3, 3)]), {}),
+            (fit_then_score, (model, [torch.randn(5, 3)], [torch.randn(1, 3), torch.randn(2, 3)]), {})]
+
+
 def drifting(x, w):
     scale = float(w.abs().max())  # DRIFT_SCALE
     y = x / scale

@@ -104,14 +104,19 @@ def _split_at(ctx: Ctx, entry: StackEntry, chain: Sequence[StackEntry] = ()) -> 
     # compiled part (a comprehension's site has its own frame above the entry's).
     lines = {fr.line for s in sites for fr in user_frames(s)
              if fr.file == entry.file and fr.function == entry.function} | {entry.line}
-    holds = [any(idx.contains(st, ln) for ln in lines) for st in body]
-    runs = _eager_runs(body, holds)
-    if not runs:
-        return
     fp = func.params
     stars = [a for a in (fp.star_arg, fp.star_kwarg) if isinstance(a, cst.Param)]
     # every parameter by name (a *args tuple or **kwargs dict is passed on as one value)
     params = [p.name.value for p in [*fp.posonly_params, *fp.params, *stars, *fp.kwonly_params]]
+    # A site is reported once, with the stack of its first report: the same function called
+    # again from this body (an epoch driver run to train, then to evaluate) breaks there too.
+    callees = {fs[i + 1].function for s in sites for fs in [user_frames(s)] for i, fr in enumerate(fs[:-1])
+               if fr.file == entry.file and fr.function == entry.function and not is_scope_frame(fs[i + 1].function)}
+    holds = [any(idx.contains(st, ln) for ln in lines) or _calls(st, callees, params[0] if params else None)
+             for st in body]
+    runs = _eager_runs(body, holds)
+    if not runs:
+        return
 
     def build(runs: list[tuple[int, int]], inline: bool = False,
               below: dict[str, tuple[Index, dict[cst.CSTNode, object]]] | None = None) -> Rewrite | Refusal:
@@ -333,6 +338,17 @@ def _glue_chain(idx: Index, path: str, func: cst.FunctionDef, chain: Sequence[St
             if d.decorators else [glue]
         out.setdefault(fr.file, (fidx, {}))[1][d] = d.with_changes(decorators=decos)
     return out
+
+
+def _calls(st: cst.BaseStatement, names: set[str], self_name: str | None) -> bool:
+    """Does ST call one of NAMES: by its name (a function) or on SELF_NAME (a method)?"""
+    for n in walk(st):
+        if isinstance(n, cst.Call):
+            f = n.func
+            if isinstance(f, cst.Name) and f.value in names or isinstance(f, cst.Attribute) and \
+                    isinstance(f.value, cst.Name) and f.value.value == self_name and f.attr.value in names:
+                return True
+    return False
 
 
 def _eager_runs(body: Sequence[cst.BaseStatement], holds: Sequence[bool]) -> list[tuple[int, int]]:
