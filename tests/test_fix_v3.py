@@ -718,6 +718,17 @@ def test_a_function_the_entry_calls_twice_breaks_at_both_calls_and_both_join_the
     assert f.verified and f.after.sites == 0 and f.side_effects_kept, f.why_not
 
 
+def test_a_glued_staticmethod_keeps_staticmethod_outermost():
+    # The loop is a staticmethod called on an instance: glue above `@staticmethod` would be
+    # bound like a method (one argument too many); it goes below it.
+    site, rw, f = _trial_of("meter_epoch", "METER_READ", "entry-split", label="as eager glue")
+    assert (site.gb_id, site.file, site.line) == ("GB0124", str(RULES_SRC), marked_line(RULES_SRC, "METER_READ"))
+    text = rw.files[str(RULES_SRC)]
+    assert ("    @staticmethod\n    @torch.compiler.disable(recursive=False)  # graphstitch fix: eager glue, what it "
+            "calls compiles\n    def summed(model, batches):") in text
+    assert f.verified and f.after.sites == 0, f.why_not
+
+
 def test_a_glued_function_in_the_factory_file_keeps_the_factory_pointed_at_the_split(tmp_path):
     # The entry lives in its own module and calls back into a function of the factory's
     # file (a training step passed in): that file gets both the glue decorator and the

@@ -1161,6 +1161,27 @@ def fit_score():
             (fit_then_score, (model, [torch.randn(5, 3)], [torch.randn(1, 3), torch.randn(2, 3)]), {})]
 
 
+class Meter:
+    @staticmethod
+    def summed(model, batches):
+        total = 0.0
+        for x in batches:
+            total += float(model(x).relu().sum())  # METER_READ
+        return total
+
+
+def meter_entry(model, meter, batches, seed):
+    torch.manual_seed(seed)
+    return meter.summed(model, batches)
+
+
+def meter_epoch():
+    torch.manual_seed(0)
+    model, meter = Scorer(), Meter()
+    return [(meter_entry, (model, meter, [torch.randn(2, 3), torch.randn(4, 3)], 0), {}),
+            (meter_entry, (model, meter, [torch.randn(5, 3)], 1), {})]
+
+
 def drifting(x, w):
     scale = float(w.abs().max())  # DRIFT_SCALE
     y = x / scale

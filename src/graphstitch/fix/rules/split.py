@@ -333,9 +333,15 @@ def _glue_chain(idx: Index, path: str, func: cst.FunctionDef, chain: Sequence[St
                              trailing_whitespace=cst.TrailingWhitespace(
                                  whitespace=cst.SimpleWhitespace("  "),
                                  comment=cst.Comment("# graphstitch fix: eager glue, what it calls compiles")))
-        # a decorated def: its wrapper is the frame Dynamo sees, so it is glue too
-        decos = [glue, *d.decorators, glue.with_changes(trailing_whitespace=cst.TrailingWhitespace())] \
-            if d.decorators else [glue]
+        # A decorated def: its wrapper is the frame Dynamo sees, so it is glue too. A
+        # staticmethod/classmethod stays outermost: a wrapper above it is bound like a method.
+        top = 0
+        while top < len(d.decorators) and isinstance(d.decorators[top].decorator, cst.Name) and \
+                d.decorators[top].decorator.value in ("staticmethod", "classmethod"):
+            top += 1
+        rest = d.decorators[top:]
+        decos = [*d.decorators[:top], glue, *rest, glue.with_changes(trailing_whitespace=cst.TrailingWhitespace())] \
+            if rest else [*d.decorators[:top], glue]
         out.setdefault(fr.file, (fidx, {}))[1][d] = d.with_changes(decorators=decos)
     return out
 
@@ -472,8 +478,9 @@ def _yields(st: cst.CSTNode) -> bool:
 
 
 def _calls_out(idx: Index, stmts: Sequence[cst.BaseStatement], params: Sequence[str]) -> bool:
-    """STMTS call a parameter (``model(x)``), an attribute of the first one (``self.net(x)``)
-    or a function this module defines: frames Dynamo compiles from eager glue."""
+    """STMTS call a parameter (``model(x)``), an attribute of one (``self.net(x)``,
+    ``trainer.run_epoch(...)``) or a function this module defines: frames Dynamo compiles
+    from eager glue."""
     defs = {n.name.value for n in idx.module.body if isinstance(n, (cst.FunctionDef, cst.ClassDef))}
     for st in stmts:
         for n in walk(st):
@@ -482,7 +489,7 @@ def _calls_out(idx: Index, stmts: Sequence[cst.BaseStatement], params: Sequence[
             f = n.func
             if isinstance(f, cst.Name) and (f.value in params or f.value in defs):
                 return True
-            if isinstance(f, cst.Attribute) and isinstance(f.value, cst.Name) and params and f.value.value == params[0]:
+            if isinstance(f, cst.Attribute) and isinstance(f.value, cst.Name) and f.value.value in params:
                 return True
     return False
 
