@@ -718,6 +718,17 @@ def test_a_function_the_entry_calls_twice_breaks_at_both_calls_and_both_join_the
     assert f.verified and f.after.sites == 0 and f.side_effects_kept, f.why_not
 
 
+def test_another_method_reaching_the_same_loop_joins_the_gap():
+    # fit() and score() both run _steps(), whose loop breaks; the site's stack passes
+    # through fit() only. score() is defined in this file and calls _steps(): its call
+    # joins the gap as well.
+    site, rw, f = _trial_of("runner_fit_score", "RUNNER_READ", "entry-split", label="eagerly;")
+    assert (site.gb_id, site.file, site.line) == ("GB0124", str(RULES_SRC), marked_line(RULES_SRC, "RUNNER_READ"))
+    fit, score = marked_line(RULES_SRC, "RUNNER_FIT"), marked_line(RULES_SRC, "RUNNER_SCORE")
+    assert f"run_fit_score() runs line {fit}–{score} eagerly;" in rw.label, rw.label
+    assert f.verified and f.after.sites == 0 and f.side_effects_kept, f.why_not
+
+
 def test_a_glued_staticmethod_keeps_staticmethod_outermost():
     # The loop is a staticmethod called on an instance: glue above `@staticmethod` would be
     # bound like a method (one argument too many); it goes below it.

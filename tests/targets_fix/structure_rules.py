@@ -1161,6 +1161,37 @@ def fit_score():
             (fit_then_score, (model, [torch.randn(5, 3)], [torch.randn(1, 3), torch.randn(2, 3)]), {})]
 
 
+class Runner:
+    def __init__(self, model):
+        self.model = model
+
+    def _steps(self, batches):
+        total = 0.0
+        for x in batches:
+            total += float(self.model(x).relu().sum())  # RUNNER_READ
+        return total
+
+    def fit(self, batches):
+        return self._steps(batches)
+
+    def score(self, batches):
+        return self._steps(batches[:1])
+
+
+def run_fit_score(runner, batches, held_out):
+    w = held_out[0].mean()
+    fit = runner.fit(batches)  # RUNNER_FIT
+    score = runner.score(held_out)  # RUNNER_SCORE
+    return fit + score, w * 2
+
+
+def runner_fit_score():
+    torch.manual_seed(0)
+    runner = Runner(Scorer())
+    return [(run_fit_score, (runner, [torch.randn(2, 3), torch.randn(4, 3)], [torch.randn(3, 3)]), {}),
+            (run_fit_score, (runner, [torch.randn(5, 3)], [torch.randn(1, 3), torch.randn(2, 3)]), {})]
+
+
 class Meter:
     @staticmethod
     def summed(model, batches):

@@ -108,11 +108,19 @@ def _split_at(ctx: Ctx, entry: StackEntry, chain: Sequence[StackEntry] = ()) -> 
     stars = [a for a in (fp.star_arg, fp.star_kwarg) if isinstance(a, cst.Param)]
     # every parameter by name (a *args tuple or **kwargs dict is passed on as one value)
     params = [p.name.value for p in [*fp.posonly_params, *fp.params, *stars, *fp.kwonly_params]]
-    # A site is reported once, with the stack of its first report: the same function called
-    # again from this body (an epoch driver run to train, then to evaluate) breaks there too.
-    callees = {fs[i + 1].function for s in sites for fs in [user_frames(s)] for i, fr in enumerate(fs[:-1])
-               if fr.file == entry.file and fr.function == entry.function and not is_scope_frame(fs[i + 1].function)}
-    holds = [any(idx.contains(st, ln) for ln in lines) or _calls(st, callees, params[0] if params else None)
+    # A site is reported once, with the stack of its first report: the function it passes
+    # through, called again from this body (an epoch driver run to train, then to evaluate),
+    # or called by another function this file defines (`trainer.val` -> `self.run_epoch`),
+    # breaks there too.
+    reached = {fs[k].function for s in sites for fs in [user_frames(s)] for i, fr in enumerate(fs[:-1])
+             if fr.file == entry.file and fr.function == entry.function for k in range(i + 1, len(fs))
+             if not is_scope_frame(fs[k].function)} - _DISPATCH
+    defs: dict[str, list[cst.FunctionDef]] = {}
+    for d in walk(idx.module):
+        if isinstance(d, cst.FunctionDef):
+            defs.setdefault(d.name.value, []).append(d)
+    holds = [any(idx.contains(st, ln) for ln in lines) or
+             any(c in reached or any(_called(d) & reached for d in defs.get(c, ())) for c in _called(st))
              for st in body]
     runs = _eager_runs(body, holds)
     if not runs:
@@ -336,8 +344,7 @@ def _glue_chain(idx: Index, path: str, func: cst.FunctionDef, chain: Sequence[St
         # A decorated def: its wrapper is the frame Dynamo sees, so it is glue too. A
         # staticmethod/classmethod stays outermost: a wrapper above it is bound like a method.
         top = 0
-        while top < len(d.decorators) and isinstance(d.decorators[top].decorator, cst.Name) and \
-                d.decorators[top].decorator.value in ("staticmethod", "classmethod"):
+        while top < len(d.decorators) and _is_binding(d.decorators[top].decorator):
             top += 1
         rest = d.decorators[top:]
         decos = [*d.decorators[:top], glue, *rest, glue.with_changes(trailing_whitespace=cst.TrailingWhitespace())] \
@@ -346,15 +353,24 @@ def _glue_chain(idx: Index, path: str, func: cst.FunctionDef, chain: Sequence[St
     return out
 
 
-def _calls(st: cst.BaseStatement, names: set[str], self_name: str | None) -> bool:
-    """Does ST call one of NAMES: by its name (a function) or on SELF_NAME (a method)?"""
-    for n in walk(st):
+def _is_binding(deco: cst.BaseExpression) -> bool:
+    return isinstance(deco, cst.Name) and deco.value in ("staticmethod", "classmethod")
+
+
+# A module's call dispatch: every module has one, so the name says nothing of what is called.
+_DISPATCH = {"forward", "__call__", "_call_impl", "_wrapped_call_impl"}
+
+
+def _called(node: cst.CSTNode) -> set[str]:
+    """The names NODE calls: ``f(...)`` and ``obj.f(...)`` both call ``f``."""
+    out: set[str] = set()
+    for n in walk(node):
         if isinstance(n, cst.Call):
-            f = n.func
-            if isinstance(f, cst.Name) and f.value in names or isinstance(f, cst.Attribute) and \
-                    isinstance(f.value, cst.Name) and f.value.value == self_name and f.attr.value in names:
-                return True
-    return False
+            if isinstance(n.func, cst.Name):
+                out.add(n.func.value)
+            elif isinstance(n.func, cst.Attribute):
+                out.add(n.func.attr.value)
+    return out
 
 
 def _eager_runs(body: Sequence[cst.BaseStatement], holds: Sequence[bool]) -> list[tuple[int, int]]:
