@@ -707,25 +707,19 @@ def test_an_entry_calling_the_function_whose_loop_breaks_makes_both_glue_and_the
     assert f.verified and f.after.sites == 0 and f.after.graphs == f.before.graphs > 0, f.why_not
 
 
-def test_a_function_the_entry_calls_twice_breaks_at_both_calls_and_both_join_the_gap():
-    # The site is reported once, with the stack of the first call (fit); the second call
-    # (score) runs the same loop. A gap of the first call alone leaves the site in the
-    # compiled part after it: both calls are the gap, what is around them compiles.
-    site, rw, f = _trial_of("fit_score", "EPOCH_READ", "entry-split", label="eagerly;")
-    assert (site.gb_id, site.file, site.line) == ("GB0124", str(RULES_SRC), marked_line(RULES_SRC, "EPOCH_READ"))
-    fit, score = marked_line(RULES_SRC, "FIT_CALL"), marked_line(RULES_SRC, "SCORE_CALL")
-    assert f"fit_then_score() runs line {fit}–{score} eagerly;" in rw.label, rw.label
-    assert f.verified and f.after.sites == 0 and f.side_effects_kept, f.why_not
-
-
-def test_another_method_reaching_the_same_loop_joins_the_gap():
-    # fit() and score() both run _steps(), whose loop breaks; the site's stack passes
-    # through fit() only. score() is defined in this file and calls _steps(): its call
-    # joins the gap as well.
-    site, rw, f = _trial_of("runner_fit_score", "RUNNER_READ", "entry-split", label="eagerly;")
-    assert (site.gb_id, site.file, site.line) == ("GB0124", str(RULES_SRC), marked_line(RULES_SRC, "RUNNER_READ"))
-    fit, score = marked_line(RULES_SRC, "RUNNER_FIT"), marked_line(RULES_SRC, "RUNNER_SCORE")
-    assert f"run_fit_score() runs line {fit}–{score} eagerly;" in rw.label, rw.label
+# The site is reported once, with the stack of its first call (fit). fit_score: the entry
+# calls the looping function again (score); runner_fit_score: another method of this file,
+# score(), runs the same loop. A gap of the first call alone leaves the site in the compiled
+# part after it: both calls are the gap, what is around them compiles.
+@pytest.mark.parametrize("factory, read, entry, first, second", [
+    ("fit_score", "EPOCH_READ", "fit_then_score", "FIT_CALL", "SCORE_CALL"),
+    ("runner_fit_score", "RUNNER_READ", "run_fit_score", "RUNNER_FIT", "RUNNER_SCORE"),
+])
+def test_every_call_reaching_the_site_joins_the_entry_split_gap(factory, read, entry, first, second):
+    site, rw, f = _trial_of(factory, read, "entry-split", label="eagerly;")
+    assert (site.gb_id, site.file, site.line) == ("GB0124", str(RULES_SRC), marked_line(RULES_SRC, read))
+    a, b = marked_line(RULES_SRC, first), marked_line(RULES_SRC, second)
+    assert f"{entry}() runs line {a}–{b} eagerly;" in rw.label, rw.label
     assert f.verified and f.after.sites == 0 and f.side_effects_kept, f.why_not
 
 
