@@ -301,6 +301,24 @@ def test_a_nan_read_with_item_equals_a_nan_and_nothing_else():
     assert not outputs_equal(compiled, (1.0, x * 2))[0]
 
 
+def test_a_site_only_some_baseline_censuses_have_is_never_verified(tmp_path, monkeypatch):
+    # Code that reads a clock gets two more baseline censuses. Here the branch holding the
+    # .item() runs only in the first process (the baseline), so every trial lacks the site:
+    # without the repeats a flag that changes nothing would be "verified" for it.
+    prog = TARGETS / "clock_branch.py"
+    line = marked_line(prog, "FIRST_RUN_ONLY")
+    monkeypatch.setenv("GS_FIRST_PID_FILE", str(tmp_path / "first.pid"))
+    report = run_fix(f"{prog}:target", OPTS, jobs=2, kinds={"config"})
+    site = next(s for s in report.sites if s.line == line)
+    assert (site.gb_id, site.file) == ("GB0124", str(prog))
+    assert [(u.site, u.seen, u.runs) for u in report.unreproduced] == [(site.id, 1, 3)]
+    mine = report.fixes_for(site.id)
+    assert mine and not any(f.verified for f in mine)
+    # the repeats are the only reason: a lone trial would have verified each of these
+    assert all(f.site_gone and [w[:45] for w in f.why_not] == ["not reproducible: 1 of 3 baseline censuses of"]
+               for f in mine)
+
+
 # ----------------------------------------------------------------------------- the user's file
 
 def test_apply_keeps_encoding_crlf_tabs_and_no_final_newline(tmp_path, monkeypatch):

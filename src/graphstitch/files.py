@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import errno
+import functools
 import hashlib
 import io
 import os
@@ -174,3 +175,49 @@ def encode_source(text: str, fmt: SourceFormat) -> bytes:
     character the file's encoding cannot hold."""
     body = text.replace("\n", fmt.newline) if fmt.newline != "\n" else text
     return (b"\xef\xbb\xbf" if fmt.bom else b"") + body.encode(fmt.encoding)
+
+
+# What reads the wall or CPU clock: `time.time()`, `perf_counter()` imported from time,
+# `datetime.now()`, `timeit.default_timer()`.
+_CLOCK_CALLS = frozenset({"time", "perf_counter", "monotonic", "process_time", "time_ns", "perf_counter_ns",
+                          "monotonic_ns", "process_time_ns", "default_timer"})
+_CLOCK_MODULES = frozenset({"time", "timeit"})
+
+
+def reads_clock(path: str, line: int) -> bool:
+    """Whether the innermost function holding LINE of PATH reads a clock itself. What it
+    prints may then be a duration (SwAV's meters, `int(n / (time.time() - t0))`), which no
+    two runs share: eager may print the same numbers every time and the compiled side other
+    ones every time (a slower step), so re-running cannot tell a clock from a fault. What it
+    computes from one may also take another branch, or make Dynamo specialise on another
+    int, in each run: the clock is the one input that neither the factory nor a seed fixes."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return False
+    spans = _clock_spans(path, st.st_mtime_ns, st.st_size)
+    inner = [(a, b, clock) for a, b, clock in spans if a <= line <= b]
+    return bool(inner) and max(inner, key=lambda t: t[0])[2]
+
+
+@functools.lru_cache(maxsize=256)
+def _clock_spans(path: str, _mtime: int, _size: int) -> list[tuple[int, int, bool]]:
+    """(first line, last line, reads a clock) of each function of PATH."""
+    try:
+        tree = parse_python(source_text(path), path)   # the file's own encoding (PEP 263, BOM)
+    except (OSError, SyntaxError, ValueError):
+        return []
+    names = {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+             and n.module in _CLOCK_MODULES for a in n.names if a.name in _CLOCK_CALLS}
+
+    def clock(c: ast.Call) -> bool:
+        fn = c.func
+        if isinstance(fn, ast.Name):
+            return fn.id in names
+        if isinstance(fn, ast.Attribute):
+            base = fn.value.attr if isinstance(fn.value, ast.Attribute) else getattr(fn.value, "id", None)
+            return (fn.attr in _CLOCK_CALLS and base in _CLOCK_MODULES) or \
+                (fn.attr in ("now", "utcnow", "today") and base == "datetime")
+        return False
+    return [(n.lineno, n.end_lineno or n.lineno, any(isinstance(c, ast.Call) and clock(c) for c in ast.walk(n)))
+            for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]

@@ -9,10 +9,8 @@ recorded on the capture (``error``), never raised.
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import copy
-import functools
 import io
 import linecache
 import logging
@@ -31,7 +29,7 @@ import torch
 
 from . import dynamo, paths
 from .analysis import build_census
-from .files import parse_python, source_text
+from .files import reads_clock
 from .jsonio import to_json
 from .model import Census, Checks, ErrorInfo, ErrorKind, SideEffects, TraceStats
 from .procs import progress
@@ -487,7 +485,9 @@ def _effects(out: list[str], mask_clocks: bool = False) -> Iterator[None]:
     """Record what the code prints to stdout, logs, warns and writes to files. The user's
     loggers are enabled at every level meanwhile, so a dropped debug call is seen too.
     With MASK_CLOCKS, the numbers a function that reads a clock prints or logs are masked
-    (see :func:`_reads_clock`)."""
+    (see :func:`graphstitch.files.reads_clock`). Only where no hatch traces a body at compile
+    time: elsewhere Dynamo breaks on a clock call rather than freezing it, so the compiled
+    side reads the clock at run time."""
     orig, orig_enabled = logging.Logger.handle, logging.Logger.isEnabledFor
 
     def enabled(self: logging.Logger, level: int) -> bool:
@@ -496,7 +496,7 @@ def _effects(out: list[str], mask_clocks: bool = False) -> Iterator[None]:
     def handle(self: logging.Logger, record: logging.LogRecord) -> None:
         if not record.name.startswith("torch"):  # torch's own warnings differ by design
             msg = record.getMessage()
-            if mask_clocks and _reads_clock(record.pathname, record.lineno):
+            if mask_clocks and reads_clock(record.pathname, record.lineno):
                 msg = _NUMBER.sub("#", msg)
             out.append(f"log {record.name} {record.levelname} {msg}")
         return orig(self, record)
@@ -543,55 +543,9 @@ class _ClockMaskingBuffer(io.StringIO):
 
     def write(self, s: str) -> int:
         f = sys._getframe(1)
-        if _reads_clock(f.f_code.co_filename, f.f_lineno or 0):
+        if reads_clock(f.f_code.co_filename, f.f_lineno or 0):
             s = _NUMBER.sub("#", s)
         return super().write(s)
-
-
-# What reads the wall or CPU clock: `time.time()`, `perf_counter()` imported from time,
-# `datetime.now()`, `timeit.default_timer()`.
-_CLOCK_CALLS = frozenset({"time", "perf_counter", "monotonic", "process_time", "time_ns", "perf_counter_ns",
-                          "monotonic_ns", "process_time_ns", "default_timer"})
-_CLOCK_MODULES = frozenset({"time", "timeit"})
-
-
-def _reads_clock(path: str, line: int) -> bool:
-    """Whether the innermost function holding LINE of PATH reads a clock itself. What it
-    prints may then be a duration (SwAV's meters, `int(n / (time.time() - t0))`), which
-    no two runs share: eager may print the same numbers every time and the compiled side
-    other ones every time (a slower step), so re-running cannot tell a clock from a fault.
-    Only used where no hatch traces a body at compile time: elsewhere Dynamo breaks on a
-    clock call rather than freezing it, so the compiled side reads the clock at run time."""
-    try:
-        st = os.stat(path)
-    except (OSError, ValueError):
-        return False
-    spans = _clock_spans(path, st.st_mtime_ns, st.st_size)
-    inner = [(a, b, clock) for a, b, clock in spans if a <= line <= b]
-    return bool(inner) and max(inner, key=lambda t: t[0])[2]
-
-
-@functools.lru_cache(maxsize=256)
-def _clock_spans(path: str, _mtime: int, _size: int) -> list[tuple[int, int, bool]]:
-    """(first line, last line, reads a clock) of each function of PATH."""
-    try:
-        tree = parse_python(source_text(path), path)   # the file's own encoding (PEP 263, BOM)
-    except (OSError, SyntaxError, ValueError):
-        return []
-    names = {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
-             and n.module in _CLOCK_MODULES for a in n.names if a.name in _CLOCK_CALLS}
-
-    def clock(c: ast.Call) -> bool:
-        fn = c.func
-        if isinstance(fn, ast.Name):
-            return fn.id in names
-        if isinstance(fn, ast.Attribute):
-            base = fn.value.attr if isinstance(fn.value, ast.Attribute) else getattr(fn.value, "id", None)
-            return (fn.attr in _CLOCK_CALLS and base in _CLOCK_MODULES) or \
-                (fn.attr in ("now", "utcnow", "today") and base == "datetime")
-        return False
-    return [(n.lineno, n.end_lineno or n.lineno, any(isinstance(c, ast.Call) and clock(c) for c in ast.walk(n)))
-            for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
 
 
 def _fresh(x: Any, gen: torch.Generator, keep_ints: bool = False) -> Any:

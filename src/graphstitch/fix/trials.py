@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from .. import procs, worker
 from ..advice import advise
 from ..changes import diff, site_label
-from ..files import file_hash, source_text
+from ..files import file_hash, reads_clock, source_text
 from ..model import CauseId, Census, ErrorInfo, ErrorKind, Site, SiteId, StackEntry
 from ..paths import in_project
 from ..perf.timing import LatencyStats
@@ -39,6 +39,13 @@ from .workspace import Workspace, home_file, unified_diff, with_config
 # keeps the flag in its baseline and in every trial and patch when it restores eager outputs.
 NUMPY_STREAM = {"use_numpy_random_stream": True}
 _NUMPY_RANDOM = re.compile(r"\b(np|numpy)\.random\.")
+
+# The factory fixes a run's inputs and seeds, not the clock: code that reads one may take
+# another branch, or Dynamo may specialise on another int, in each run, so a site can be in
+# one census and not in the next (seq2seq's epoch timer moved a format-string break between
+# two prints). Such code gets this many more baseline censuses, beside the first trials; a
+# site whose count differs between them is unreproduced, and no trial can show it removed.
+CLOCK_REPEATS = 2
 
 # The candidate kinds `fix` tries unless told otherwise: those it can write as source.
 WRITTEN_KINDS = frozenset({"rewrite", "caller", "extract", "split", "config", "nonstrict_trace", "disable"})
@@ -148,6 +155,15 @@ class Refused:
 
 
 @dataclass
+class Unreproduced:
+    """A break site that is in some baseline censuses of the unchanged code and not in others."""
+    site: SiteId
+    label: str           # "GBxxxx path:line", for people
+    seen: int            # baseline censuses that have it
+    runs: int            # baseline censuses run
+
+
+@dataclass
 class FixReport(Census):
     """`graphstitch fix --json`: the baseline census (with advice) and every trial."""
     fixes: list[Fix] = field(default_factory=list)
@@ -156,6 +172,7 @@ class FixReport(Census):
     no_candidate: list[Refused] = field(default_factory=list)     # sites with no candidate at all, and why
     cause_fixes: list[CauseFix] = field(default_factory=list)     # recompile-cause trials, best first per cause
     explained: list[Explained] = field(default_factory=list)      # causes that must recompile, or have no patch to write
+    unreproduced: list[Unreproduced] = field(default_factory=list)  # sites the baseline censuses disagree on (CLOCK_REPEATS)
     census_seconds: float | None = None                           # wall time of the baseline census
     trials_seconds: float | None = None                           # wall time of all trials (with -j)
 
@@ -235,6 +252,38 @@ def uncovered(base: Census, s: Site, untraced: dict[str, set[str]]) -> bool:
     if (os.path.realpath(s.file), s.function) in {(os.path.realpath(g.file), g.function) for g in base.graphs}:
         return False
     return s.code.strip() in untraced.get(os.path.realpath(s.file), set())
+
+
+def reads_a_clock(base: Census, root: str | None) -> bool:
+    """Whether a project function that compiled (a graph's, or a frame of a break's stack)
+    reads a clock itself (``files.reads_clock``)."""
+    at = {(g.file, g.line) for g in base.graphs} | {(fr.file, fr.line) for s in base.sites for fr in s.stack}
+    return any(in_project(f, root) and reads_clock(f, line) for f, line in at)
+
+
+def unreproduced(base: Census, repeats: list[Census]) -> list[Unreproduced]:
+    """The break keys whose count differs between BASE and its REPEATS (those that ran to the
+    end): each as a site of BASE, or of the first repeat that has it."""
+    runs = [base, *(r for r in repeats if r.error is None or r.error.kind is ErrorKind.COMPILED)]
+    if len(runs) < 2:
+        return []
+    counts = [Counter(break_key(s) for s in r.sites) for r in runs]
+    out: list[Unreproduced] = []
+    for key in dict.fromkeys(k for c in counts for k in c):
+        if len({c[key] for c in counts}) > 1:
+            s = next(s for r in runs for s in r.sites if break_key(s) == key)
+            out.append(Unreproduced(s.id, site_label(s.id, s.line), sum(c[key] > 0 for c in counts), len(runs)))
+    return out
+
+
+def refuse_unreproduced(fixes: list[Fix], shaky: list[Unreproduced]) -> None:
+    """No fix of an unreproduced site is verified: a trial without it proves nothing."""
+    by_site = {u.site: u for u in shaky}
+    for f in fixes:
+        if (u := by_site.get(f.site)) is not None:
+            f.verified = False
+            f.why_not.append(f"not reproducible: {u.seen} of {u.runs} baseline censuses of the unchanged code have "
+                             f"this site (the code reads a clock), so a trial without it proves nothing")
 
 
 def proved(trial: Census, base: Census) -> tuple[bool, bool | None, str | None]:
@@ -558,7 +607,10 @@ def _run_fix(ws: Workspace, opts: Options, jobs: int, timeout: float | None, onl
     # Best strategy first: a site with a verified rewrite, caller move or extract needs no
     # split, run-time wrapper or flag (those run only for the sites left, unless exhaustive).
     first = [(s, c) for s, c in rewrites if c.rewrite is None or not tried_late(c.rewrite)]
-    results = run_all({c.key: c for _, c in first})
+    again = Candidate("baseline", "the unchanged code, again", Patches(config=dict(base.config.get("base_config", {}))))
+    repeats = {f"baseline again {i}": again for i in range(CLOCK_REPEATS if sites and reads_a_clock(base, ws.project) else 0)}
+    results = run_all({**repeats, **{c.key: c for _, c in first}})
+    base.unreproduced = unreproduced(base, [results.pop(k) for k in repeats])
     trials: dict[str, Census] = dict(results)
     fixes = [evaluate(s, c, base, results[c.key]) for s, c in first]
     for f, (s, c) in zip(fixes, first):
@@ -584,6 +636,7 @@ def _run_fix(ws: Workspace, opts: Options, jobs: int, timeout: float | None, onl
     trials.update(results)
     fixes += [evaluate(s, c, base, results[c.key]) for s, c in both]
     fixes += also_removed(sites, [*first, *pairs, *both], fixes, base, trials)
+    refuse_unreproduced(fixes, base.unreproduced)
     base.fixes = rank(fixes)
     tried = {f.site for f in fixes}
     for s in sites:   # a site nothing applies to says so, with the reasons

@@ -276,7 +276,7 @@ def fixes(report: FixReport, console: Console | None = None, verbose: bool = Fal
     """Trials per site, best first, one line each (readable at 80 columns and in CI logs).
     An errored trial shows the end of its own output (all of it with VERBOSE)."""
     console = console or Console(highlight=False, emoji=False)
-    if not report.fixes and not report.no_candidate and not report.cause_fixes and not report.explained:
+    if not (report.fixes or report.no_candidate or report.cause_fixes or report.explained or report.unreproduced):
         console.print("[dim]No fix candidates tried.[/]")
         return
     if report.error is not None and report.error.kind is ErrorKind.COMPILED and report.fixes:
@@ -308,7 +308,7 @@ def fixes(report: FixReport, console: Console | None = None, verbose: bool = Fal
             if f.tradeoff:
                 _say_at(console, f"[dim]trade-off: {escape(f.tradeoff)}[/]", "      ")
             for why in (f.why_not[1:] if f.error else f.why_not):   # the first says the error, shown above
-                console.print(f"      [dim]{escape(why)}[/]")
+                _say_at(console, f"[dim]{escape(why)}[/]", "      ")
             if f.given_inputs_only:
                 console.print(f"      [dim]no fresh inputs compared: {escape(f.given_inputs_only)}[/]")
             if f.output:
@@ -329,6 +329,10 @@ def fixes(report: FixReport, console: Console | None = None, verbose: bool = Fal
         site = report.site(r.site)
         label = f"{gb_text(r.site.gb_id)} {r.site.path}:{site.line if site else '?'}"
         console.print(f"\n[bold underline]No fix candidate for {escape(label)}[/]\n  [dim]{escape(r.reason)}[/]")
+    for u in report.unreproduced:
+        console.print(f"\n[bold underline]Not reproducible: {escape(u.label)}[/]")
+        _say_at(console, f"[dim]{u.seen} of {u.runs} baseline censuses of the unchanged code have this site (the "
+                         "code reads a clock): no fix of it can be verified[/]", "  ")
     cause_fixes(report, console)
 
 
