@@ -29,16 +29,21 @@ from .candidates import DATA_FLAGS, Candidate, both_data_flags, candidates
 from .patches import WRITABLE_KINDS, count_kinds, patch_text, plan_patch, write_files
 from .rules import Rewrite, proposals, tried_late
 from .trials import (
+    CLOCK_REPEATS,
     NUMPY_STREAM,
     CauseFix,
     Counts,
     Fix,
+    Unreproduced,
     draws_numpy_random,
     evaluate,
     new_breaks,
     proved,
     rank,
+    reads_a_clock,
+    refuse_unreproduced,
     uncovered,
+    unreproduced,
     untraced_code,
 )
 from .workspace import Workspace, home_file, with_config
@@ -143,6 +148,13 @@ def fix_all(spec: str, opts: Options, *, jobs: int = 2, timeout: float | None = 
                                   "NumPy's random calls in compiled code run on NumPy's stream (each one a break), "
                                   "as they do eagerly", kept.graph_count, []))
     cur = base
+    shaky: list[Unreproduced] = []   # sites the unchanged code does not always have (trials.CLOCK_REPEATS)
+    if base.sites and reads_a_clock(base, ws.project):
+        say("baseline census, again: the code reads a clock")
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as ex:
+            again = list(ex.map(lambda _i: ws.census(opts, dict(overlay), timeout, map_lines=False),
+                                range(CLOCK_REPEATS)))
+        shaky = unreproduced(base, again)
     done: dict[str, str] = {}        # site identity text -> why nothing verified (rewrites, then flags and hatches)
     flags_next: dict[str, str] = {}  # site identity text -> why no rewrite verified: its flags and hatches come next
     rounds = 0
@@ -189,6 +201,7 @@ def fix_all(spec: str, opts: Options, *, jobs: int = 2, timeout: float | None = 
 
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as ex:
             results = list(ex.map(trial, pairs))
+        refuse_unreproduced([f for f, _ in results], shaky)
         ranked = rank([f for f, _ in results])
         best = next((f for f in ranked if f.verified), None)
         for s in {p[0].id: p[0] for p in pairs}.values():
