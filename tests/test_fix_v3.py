@@ -232,6 +232,16 @@ KEPT_ON_FRESH = {
         "    w = logits.abs().max().item()  # ITEM\n    return out * w\n\n\n"
         "def target():\n    torch.manual_seed(0)\n    label = torch.randint(0, 4, (2, 5)).float()\n"
         "    label[0, 0] = 255\n    return [(loss, (torch.randn(2, 4, 5), label), {})]\n"),
+    # A DataLoader stand-in: a list subclass whose constructor takes other arguments and whose
+    # `.dataset` the code reads. The fresh set keeps the type and attributes, new batches.
+    "list_subclass": (
+        "import torch\n\n\nclass Batches(list):\n    def __init__(self, items, n):\n"
+        "        super().__init__(items)\n        self.dataset = range(n)\n\n\n"
+        "def mean_loss(loader):\n    total = torch.zeros(())\n    for x in loader:\n"
+        "        total = total + x.pow(2).sum()\n    w = total.item()  # ITEM\n"
+        "    return total / len(loader.dataset) * w\n\n\n"
+        "def target():\n    torch.manual_seed(0)\n"
+        "    return [(mean_loss, (Batches([torch.randn(3), torch.randn(3)], 6),), {})]\n"),
 }
 
 
@@ -317,6 +327,11 @@ def test_a_site_only_some_baseline_censuses_have_is_never_verified(tmp_path, mon
     # the repeats are the only reason: a lone trial would have verified each of these
     assert all(f.site_gone and [w[:45] for w in f.why_not] == ["not reproducible: 1 of 3 baseline censuses of"]
                for f in mine)
+    # --all likewise: no step is a fix of that site (its own rewrites come first, and would be)
+    from graphstitch.fix.fixall import fix_all
+    monkeypatch.setenv("GS_FIRST_PID_FILE", str(tmp_path / "first_all.pid"))
+    result, _ = fix_all(f"{prog}:target", OPTS, jobs=2, timeout=300)
+    assert result.steps and not any(st.label.endswith(f"clock_branch.py:{line}") for st in result.steps)
 
 
 # ----------------------------------------------------------------------------- the user's file

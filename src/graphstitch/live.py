@@ -569,7 +569,7 @@ def _fresh(x: Any, gen: torch.Generator, keep_ints: bool = False) -> Any:
         flat = x.flatten()
         return flat[torch.randperm(flat.numel(), generator=gen).to(x.device)].reshape(x.shape)
     if isinstance(x, (list, tuple)) and not hasattr(x, "_fields"):
-        return type(x)(_fresh(v, gen, keep_ints) for v in x)
+        return _like(x, [_fresh(v, gen, keep_ints) for v in x])
     if isinstance(x, Iterator):  # a generator/iterator argument: fresh items, same kind of input
         return iter([_fresh(v, gen, keep_ints) for v in x])
     if isinstance(x, dict):
@@ -581,6 +581,22 @@ def _fresh(x: Any, gen: torch.Generator, keep_ints: bool = False) -> Any:
     return x
 
 
+def _like(x: list[Any] | tuple[Any, ...], items: list[Any]) -> Any:
+    """ITEMS in X's container type. A list subclass is copied without its constructor, which
+    may take other arguments (a DataLoader stand-in `Loader(batches, n)` with a `.dataset`),
+    and keeps its attributes; a tuple subclass whose constructor refuses the items stays X."""
+    if type(x) in (list, tuple):
+        return type(x)(items)
+    if isinstance(x, list):
+        y = copy.copy(x)
+        y[:] = items
+        return y
+    try:
+        return type(x)(items)
+    except TypeError:
+        return x
+
+
 def _fresh_pair(x: Any, ref: Any, gen: torch.Generator, keep_ints: bool) -> Any:
     """``_fresh(x)``, except where the original call passed a Python number and this one a 0-d
     tensor: the tensor of that same number (numbers are never made fresh)."""
@@ -588,7 +604,7 @@ def _fresh_pair(x: Any, ref: Any, gen: torch.Generator, keep_ints: bool) -> Any:
         return torch.tensor(ref, dtype=x.dtype, device=x.device)
     if isinstance(x, (list, tuple)) and isinstance(ref, (list, tuple)) and len(x) == len(ref) \
             and not hasattr(x, "_fields"):
-        return type(x)(_fresh_pair(v, r, gen, keep_ints) for v, r in zip(x, ref))
+        return _like(x, [_fresh_pair(v, r, gen, keep_ints) for v, r in zip(x, ref)])
     if isinstance(x, dict) and isinstance(ref, dict):
         return {k: _fresh_pair(v, ref.get(k), gen, keep_ints) for k, v in x.items()}
     return _fresh(x, gen, keep_ints)
