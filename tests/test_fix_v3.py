@@ -756,6 +756,16 @@ def test_every_call_reaching_the_site_joins_the_entry_split_gap(factory, read, e
     assert f.verified and f.after.sites == 0 and f.side_effects_kept, f.why_not
 
 
+def test_a_nested_def_is_handed_to_the_part_that_calls_it():
+    # `def reinit(m)` binds a name like an assignment does: the part that defines it returns
+    # it, the part that calls it takes it (CRNN's `weights_init`: a NameError before).
+    site, rw, f = _trial_of("nested_def", "REINIT_SEED", "entry-split")
+    assert (site.gb_id, site.file, site.line) == ("GB0007", str(RULES_SRC), marked_line(RULES_SRC, "REINIT_SEED"))
+    text = rw.files[str(RULES_SRC)]
+    assert "        return scale, reinit\n" in text and "probe.apply(reinit)" in text
+    assert f.verified and f.after.sites < f.before.sites, f.why_not
+
+
 def test_a_glued_staticmethod_keeps_staticmethod_outermost():
     # The loop is a staticmethod called on an instance: glue above `@staticmethod` would be
     # bound like a method (one argument too many); it goes below it.

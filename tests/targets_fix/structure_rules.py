@@ -1247,3 +1247,30 @@ def save_padded(model, t):
 def pickled():
     torch.manual_seed(0)
     return [(save_padded, (Snapshot(), torch.randn(5, 3)), {})]
+
+
+class Probe(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, t):
+        return self.lin(t).relu()
+
+
+def build_probe(x, seed):
+    scale = x.abs().mean() + 1
+
+    def reinit(m):   # a nested def the eager gap reads: the part before it must hand it over
+        if isinstance(m, torch.nn.Linear):
+            m.weight.data.fill_(0.1)
+
+    torch.manual_seed(seed)  # REINIT_SEED
+    probe = Probe()
+    probe.apply(reinit)
+    return probe(x) * scale
+
+
+def nested_def():
+    torch.manual_seed(0)
+    return [(build_probe, (torch.randn(3, 4), 0), {})]

@@ -477,11 +477,11 @@ def _free_loads(idx: Index, stmts: Sequence[cst.BaseStatement], sure: frozenset[
 
 
 def _surely_bound(stmts: Sequence[cst.BaseStatement]) -> set[str]:
-    """Names bound on every path through STMTS: by their own top-level assignments and
-    ``with`` bodies (not inside an ``if``, loop or ``try``)."""
+    """Names bound on every path through STMTS: by their own top-level assignments, imports,
+    ``def``s and ``class``es and ``with`` bodies (not inside an ``if``, loop or ``try``)."""
     out: set[str] = set()
     for st in stmts:
-        if isinstance(st, cst.SimpleStatementLine):
+        if isinstance(st, (cst.SimpleStatementLine, cst.FunctionDef, cst.ClassDef)):
             out |= bound([st])
         elif isinstance(st, cst.With) and isinstance(st.body, cst.IndentedBlock):
             out |= _surely_bound([b for b in st.body.body if isinstance(b, cst.BaseStatement)])

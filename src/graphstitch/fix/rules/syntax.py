@@ -192,7 +192,9 @@ def assigned(stmt: cst.CSTNode) -> list[str]:
 
 
 def bound(stmts: Sequence[cst.CSTNode]) -> set[str]:
-    """Names the statements bind in the function's scope (not in nested defs or comprehensions)."""
+    """Names the statements bind in the function's scope: assignment, loop, `with ... as` and
+    walrus targets, a nested `def` or `class` (its name; what its body binds is its own) and
+    an import (`import a.b` binds `a`)."""
     out: set[str] = set()
 
     def targets(t: cst.CSTNode) -> None:
@@ -204,14 +206,26 @@ def bound(stmts: Sequence[cst.CSTNode]) -> set[str]:
         elif isinstance(t, cst.StarredElement):
             targets(t.value)
 
+    def visit(n: cst.CSTNode) -> None:
+        if isinstance(n, (cst.FunctionDef, cst.ClassDef)):
+            out.add(n.name.value)
+            return
+        if isinstance(n, cst.Lambda):
+            return
+        if isinstance(n, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.NamedExpr, cst.For)):
+            targets(n.target)
+        elif isinstance(n, cst.AsName):
+            targets(n.name)
+        elif isinstance(n, cst.ImportAlias) and n.asname is None:
+            name: cst.BaseExpression = n.name
+            while isinstance(name, cst.Attribute):
+                name = name.value
+            targets(name)
+        for c in n.children:
+            visit(c)
+
     for st in stmts:
-        for n in walk_no_defs(st):
-            if isinstance(n, (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)):
-                continue
-            if isinstance(n, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.NamedExpr, cst.For)):
-                targets(n.target)
-            elif isinstance(n, cst.AsName):
-                targets(n.name)
+        visit(st)
     return out
 
 
