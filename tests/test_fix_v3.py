@@ -758,7 +758,9 @@ def test_every_call_reaching_the_site_joins_the_entry_split_gap(factory, read, e
 
 def test_a_nested_def_is_handed_to_the_part_that_calls_it():
     # `def reinit(m)` binds a name like an assignment does: the part that defines it returns
-    # it, the part that calls it takes it (CRNN's `weights_init`: a NameError before).
+    # it, the part that calls it takes it (CRNN's `weights_init`: a NameError before); the
+    # `return` in its body is its own, not an early return of the function split (Cutout's
+    # nested `test(loader)`: the split was refused before).
     site, rw, f = _trial_of("nested_def", "REINIT_SEED", "entry-split")
     assert (site.gb_id, site.file, site.line) == ("GB0007", str(RULES_SRC), marked_line(RULES_SRC, "REINIT_SEED"))
     text = rw.files[str(RULES_SRC)]

@@ -1261,9 +1261,10 @@ class Probe(torch.nn.Module):
 def build_probe(x, seed):
     scale = x.abs().mean() + 1
 
-    def reinit(m):   # a nested def the eager gap reads: the part before it must hand it over
-        if isinstance(m, torch.nn.Linear):
-            m.weight.data.fill_(0.1)
+    def reinit(m):   # a nested def a later part calls: the part before must hand it over
+        if not isinstance(m, torch.nn.Linear):
+            return   # its own return: not one of the function being split
+        m.weight.data.fill_(0.1)
 
     torch.manual_seed(seed)  # REINIT_SEED
     probe = Probe()

@@ -24,8 +24,12 @@ def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
 
 
 def walk_no_defs(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    """``walk`` that does not enter nested functions, lambdas and classes."""
+    """``walk`` that does not enter nested functions, lambdas and classes: a statement that is
+    a ``def`` is yielded, its body (its own scope: a ``return`` there is not the statement's)
+    is not."""
     yield node
+    if isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+        return
     for c in node.children:
         if not isinstance(c, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
             yield from walk_no_defs(c)
