@@ -48,14 +48,15 @@ def expect_of(path: Path) -> str:
     return "?"
 
 
-def written_files(fix: Fix, report: FixReport, ws: Workspace, opts: Options) -> dict[str, str] | None:
-    """The patch graphstitch would write for this fix, computed from the pristine files."""
+def written_files(fix: Fix, report: FixReport, ws: Workspace, opts: Options) -> dict[str, str] | str:
+    """The patch graphstitch would write for this fix, computed from the pristine files, or
+    why there is none."""
     if fix.rule is None and fix.kind not in WRITABLE_KINDS:
-        return None
+        return f"a {fix.kind} candidate is not written as source"
     try:
         return planned_files(fix, report, ws, opts)
-    except (LookupError, OSError, SyntaxError):
-        return None
+    except (LookupError, OSError, SyntaxError) as e:
+        return f"{type(e).__name__}: {e}"
 
 
 def programs(only: list[str] | None, dirs: list[str] = ()) -> list[tuple[Path, str, str, str]]:
@@ -125,7 +126,7 @@ def main() -> int:
             ws = Workspace(spec, root, root)
             patch = written_files(best, report, ws, opts)
             status = best.strategy
-            if patch is not None:
+            if not isinstance(patch, str):
                 # Re-check from pristine: only this patch on an untouched copy of the project.
                 trial = ws.census(opts, patch, a.timeout)
                 again = evaluate(site, Candidate(best.kind, best.candidate, best.patches), report, trial)
@@ -136,6 +137,7 @@ def main() -> int:
                     continue
             else:
                 status += "(unwritten)"
+                refusals[str(site.id)] = [f"verified, not written: {patch}"]
             outcomes.append(status)
         expect = expect_of(path)
         got = ",".join(outcomes) if outcomes else "none: no break"
