@@ -768,6 +768,16 @@ def test_a_nested_def_is_handed_to_the_part_that_calls_it():
     assert f.verified and f.after.sites < f.before.sites, f.why_not
 
 
+def test_a_part_that_assigns_a_declared_global_declares_it_too():
+    # `global RUN_SCALE` in the function: the part that assigns it must say so too, or it
+    # binds a local and scaled() reads the module's None (pytorch-cifar100's loaders).
+    site, rw, f = _trial_of("global_set", "GLOBAL_SEED", "entry-split")
+    assert (site.gb_id, site.file, site.line) == ("GB0007", str(RULES_SRC), marked_line(RULES_SRC, "GLOBAL_SEED"))
+    text = rw.files[str(RULES_SRC)]
+    assert "    def _forward_after(self, x):\n        global RUN_SCALE\n" in text, text[-1500:]
+    assert f.verified and f.after.sites == 0, f.why_not
+
+
 def test_a_glued_staticmethod_keeps_staticmethod_outermost():
     # The loop is a staticmethod called on an instance: glue above `@staticmethod` would be
     # bound like a method (one argument too many); it goes below it.

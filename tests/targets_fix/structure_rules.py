@@ -1275,3 +1275,22 @@ def build_probe(x, seed):
 def nested_def():
     torch.manual_seed(0)
     return [(build_probe, (torch.randn(3, 4), 0), {})]
+
+
+RUN_SCALE = None
+
+
+def scaled(x):
+    return x * RUN_SCALE
+
+
+def configure_and_run(x, seed):
+    global RUN_SCALE
+    torch.manual_seed(seed)  # GLOBAL_SEED
+    RUN_SCALE = float(x.shape[0])   # the part after the gap sets the module's global; scaled() reads it
+    return scaled(x).sum()
+
+
+def global_set():
+    torch.manual_seed(0)
+    return [(configure_and_run, (torch.randn(3, 4), 0), {})]

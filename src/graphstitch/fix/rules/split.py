@@ -125,6 +125,21 @@ def _split_at(ctx: Ctx, entry: StackEntry, chain: Sequence[StackEntry] = ()) -> 
     runs = _eager_runs(body, holds)
     if not runs:
         return
+    # `global args, writer`: a part that assigns such a name declares it too (else it binds a
+    # local and the module keeps the old value: pytorch-cifar100's loaders stayed None), and
+    # the name is never passed or returned (a parameter cannot be declared global).
+    scoped: dict[type, set[str]] = {cst.Global: set(), cst.Nonlocal: set()}
+    for st in body:
+        for n in walk_no_defs(st):
+            if isinstance(n, (cst.Global, cst.Nonlocal)):
+                scoped[type(n)] |= {item.name.value for item in n.names}
+    declared = scoped[cst.Global]
+
+    def declare(stmts: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+        have = {item.name.value for st in stmts for n in walk_no_defs(st) if isinstance(n, cst.Global)
+                for item in n.names}
+        mine = sorted((bound(stmts) & declared) - have)
+        return [cst.parse_statement(f"global {', '.join(mine)}\n"), *stmts] if mine else stmts
 
     def build(runs: list[tuple[int, int]], inline: bool = False,
               below: dict[str, tuple[Index, dict[cst.CSTNode, object]]] | None = None) -> Rewrite | Refusal:
@@ -145,6 +160,9 @@ def _split_at(ctx: Ctx, entry: StackEntry, chain: Sequence[StackEntry] = ()) -> 
             return Refusal("region-split", "the function yields (a generator); it cannot be split")
         if any(_returns(st) for eager, stmts in parts[:-1] if not (eager and inline) for st in stmts):
             return Refusal("region-split", "a statement before the last part returns; forward cannot be split there")
+        if scoped[cst.Nonlocal]:
+            return Refusal("region-split", f"the function declares `nonlocal {', '.join(sorted(scoped[cst.Nonlocal]))}`"
+                           ": a part moved out of it cannot rebind that name")
         # A loop kept in the glue compiles what it calls: a module or function it was given
         # (`model(idx)`, `self.decoder(h)`) or one this file defines.
         if not any(_computes(stmts) for eager, stmts in parts if not eager) and \
@@ -191,13 +209,13 @@ def _split_at(ctx: Ctx, entry: StackEntry, chain: Sequence[StackEntry] = ()) -> 
                 continue
             name = method("eager" if eager else "before" if i == 0 else "after" if last else "between")
             # the last part returns what the function returns (None when it falls off the end)
-            outs = [] if last else order(bound(stmts) & reads([st for _, ss in parts[i + 1:] for st in ss],
-                                                               idx.parents), stmts)
+            outs = [] if last else order((bound(stmts) - declared) & reads([st for _, ss in parts[i + 1:] for st in ss],
+                                                                            idx.parents), stmts)
             # A name bound on some paths only (`if logprobs: scores = ...`): its value so far is
             # passed in, or it starts as None (read unbound, the original would have raised).
             maybe = [n for n in outs if n not in _surely_bound(stmts)]
             free = _free_loads(idx, stmts)
-            ins = [n for n in order(avail, stmts) if n in free]
+            ins = [n for n in order(avail - declared, stmts) if n in free]
             for n in maybe:
                 if n in avail and n not in ins:
                     ins.append(n)
@@ -205,7 +223,7 @@ def _split_at(ctx: Ctx, entry: StackEntry, chain: Sequence[StackEntry] = ()) -> 
                      for n in maybe if n not in avail]
             hatch = "torch.compiler.disable  # graphstitch fix: runs eagerly, between the compiled parts" \
                 if eager else None
-            new_methods.append(helper(name, ins, [*unset, *stmts], None if last else outs, hatch))
+            new_methods.append(helper(name, ins, declare([*unset, *stmts]), None if last else outs, hatch))
             head = "return " if last else (f"{', '.join(outs)} = " if outs else "")
             glue.append(cst.parse_statement(f"{head}{self_name}.{name}({', '.join(ins)})\n"))
             taken.add(name)
@@ -220,7 +238,7 @@ def _split_at(ctx: Ctx, entry: StackEntry, chain: Sequence[StackEntry] = ()) -> 
         outer = [cst.Decorator(cst.parse_expression("torch.compiler.disable(recursive=False)"))] \
             if func.decorators and fn_entry is None else []
         new_func = func.with_changes(decorators=[*outer, *func.decorators, deco] if outer else [deco],
-                                     body=func.body.with_changes(body=glue))
+                                     body=func.body.with_changes(body=declare(glue)))
         spans = [f"{idx.pos[body[k]]}" + (f"–{idx.end[body[j]]}" if idx.end[body[j]] > idx.pos[body[k]] else "")
                  for k, j in runs]
         gap_lines = ("line " if len(spans) == 1 else "lines ") + ", ".join(spans) + \
