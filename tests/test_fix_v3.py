@@ -1136,3 +1136,26 @@ def test_where_the_unpatched_compiled_code_already_differs_on_fresh_inputs_the_f
                                sites=base.sites)
     assert not any(p.rule == "if-where" for p in props)
     assert any(r.rule == "if-where" and "np.random.rand" in r.reason for r in refused), refused
+
+
+def test_a_split_whose_part_breaks_anew_grows_its_gap_and_is_written_again():
+    # The part between the two gaps builds an object Dynamo cannot return (a new chain whose
+    # list holds a new step): that split moves a break to the part's `return` (GB0092). Its
+    # part joins the gap, the split is proposed again, and that one verifies; `--diff` and
+    # `--apply` find it again from the lines recorded (Cutout's loaders, SimSiam's params).
+    from graphstitch.fix.patches import planned_files
+    spec, root = f"{RULES_SRC}:built_chain", str(RULES_SRC.parent)
+    seed, show = marked_line(RULES_SRC, "CHAIN_SEED"), marked_line(RULES_SRC, "CHAIN_PRINT")
+    report = run_fix(spec, OPTS, jobs=1, kinds={"caller"}, project_root=root,
+                     only=lambda s: s.line == seed)
+    assert [(s.gb_id, s.line) for s in report.sites if s.line == seed] == [("GB0007", seed)]
+    moved = [f for f in report.fixes if not f.gap_code]
+    assert moved and not any(f.verified for f in moved)
+    assert any(w.startswith("moved, not removed: new site GB0092") for f in moved for w in f.why_not), \
+        [f.why_not for f in moved]
+    best = next(f for f in report.fixes if f.verified)
+    assert f"runs line {seed}–{show} eagerly" in best.candidate, best.candidate
+    assert "chain.steps.append(Scale(2.0))   # built in the part between the gaps: Dynamo cannot return it" \
+        in best.gap_code and best.after.sites == 0
+    files = planned_files(best, report, Workspace(spec, root, root))
+    assert "        chain = Chain([])\n" in files[str(RULES_SRC)]

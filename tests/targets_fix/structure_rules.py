@@ -1294,3 +1294,35 @@ def configure_and_run(x, seed):
 def global_set():
     torch.manual_seed(0)
     return [(configure_and_run, (torch.randn(3, 4), 0), {})]
+
+
+class Scale:
+    def __init__(self, k):
+        self.k = k
+
+    def __call__(self, t):
+        return t * self.k
+
+
+class Chain:
+    def __init__(self, steps):
+        self.steps = steps
+
+    def __call__(self, t):
+        for step in self.steps:
+            t = step(t)
+        return t
+
+
+def chained_run(x, seed):
+    torch.manual_seed(seed)  # CHAIN_SEED
+    chain = Chain([])
+    chain.steps.append(Scale(2.0))   # built in the part between the gaps: Dynamo cannot return it
+    x = x + 1
+    print("steps:", len(chain.steps))  # CHAIN_PRINT
+    return chain(x).sum()
+
+
+def built_chain():
+    torch.manual_seed(0)
+    return [(chained_run, (torch.randn(3, 4), 0), {})]

@@ -39,6 +39,7 @@ from .trials import (
     evaluate,
     new_breaks,
     proved,
+    ran_to_end,
     rank,
     reads_a_clock,
     refuse_unreproduced,
@@ -155,6 +156,8 @@ def fix_all(spec: str, opts: Options, *, jobs: int = 2, timeout: float | None = 
             again = list(ex.map(lambda _i: ws.census(opts, dict(overlay), timeout, map_lines=False),
                                 range(CLOCK_REPEATS)))
         shaky = unreproduced(base, again)
+        if lost := sum(not ran_to_end(c) for c in again):
+            say(f"reproducibility not checked by {lost} of {len(again)} repeat baseline censuses: they failed")
     done: dict[str, str] = {}        # site identity text -> why nothing verified (rewrites, then flags and hatches)
     flags_next: dict[str, str] = {}  # site identity text -> why no rewrite verified: its flags and hatches come next
     rounds = 0

@@ -109,7 +109,8 @@ def planned_files(fix: Fix, report: FixReport, ws: Workspace, opts: Options | No
         raise LookupError(f"the census has no site {fix.label}")
     if fix.rule is not None:
         factory = ws.spec.rpartition(":")[2]
-        props, _ = proposals(site, ws.project, target_file=tfile, factory=factory, sites=report.sites)
+        props, _ = proposals(site, ws.project, target_file=tfile, factory=factory, sites=report.sites,
+                             gap_code=frozenset(fix.gap_code))
         rule, label = fix.rule, fix.candidate
         if "+" in rule:
             if opts is None:

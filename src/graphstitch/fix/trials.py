@@ -8,6 +8,7 @@ input set, and what the code prints/logs per call at run time is unchanged.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import os
 import queue
@@ -107,6 +108,7 @@ class Fix:
     given_inputs_only: str | None = None  # why no fresh input set could be compared (outputs proved on the factory's calls)
     output: str | None = None        # an errored trial's own stdout/stderr (its tail): why it failed
     via: SiteId | None = None        # proposed for this other site; its trial removed this one too
+    gap_code: list[str] = field(default_factory=list)   # a split grown from its trial: these lines joined its gap
 
 
 @dataclass
@@ -173,6 +175,7 @@ class FixReport(Census):
     cause_fixes: list[CauseFix] = field(default_factory=list)     # recompile-cause trials, best first per cause
     explained: list[Explained] = field(default_factory=list)      # causes that must recompile, or have no patch to write
     unreproduced: list[Unreproduced] = field(default_factory=list)  # sites the baseline censuses disagree on (CLOCK_REPEATS)
+    repeats_failed: int = 0       # repeat baseline censuses that did not run to the end: their sites were not compared
     census_seconds: float | None = None                           # wall time of the baseline census
     trials_seconds: float | None = None                           # wall time of all trials (with -j)
 
@@ -261,10 +264,15 @@ def reads_a_clock(base: Census, root: str | None) -> bool:
     return any(in_project(f, root) and reads_clock(f, line) for f, line in at)
 
 
+def ran_to_end(c: Census) -> bool:
+    """A census whose sites are all there: no error, or only the compiled run's."""
+    return c.error is None or c.error.kind is ErrorKind.COMPILED
+
+
 def unreproduced(base: Census, repeats: list[Census]) -> list[Unreproduced]:
     """The break keys whose count differs between BASE and its REPEATS (those that ran to the
     end): each as a site of BASE, or of the first repeat that has it."""
-    runs = [base, *(r for r in repeats if r.error is None or r.error.kind is ErrorKind.COMPILED)]
+    runs = [base, *(r for r in repeats if ran_to_end(r))]
     if len(runs) < 2:
         return []
     counts = [Counter(break_key(s) for s in r.sites) for r in runs]
@@ -358,7 +366,7 @@ def evaluate(site: Site, cand: Candidate, base: Census, trial: Census, read: Rea
                strategy=cand.strategy, tradeoff=cand.tradeoff, rule=rw.rule if rw else None,
                patch=rewrite_diff(rw) if rw else None, uncovered=[site_label(s.id, s.line) for s in revealed],
                upstream=bool(rw and rw.upstream), given_inputs_only=given_only,
-               output=trial.output if trial.error else None)
+               output=trial.output if trial.error else None, gap_code=list(rw.gap_code) if rw else [])
 
 
 def on_ranks(fix: Fix, site: Site, cand: Candidate, base: Census, ws: Workspace, opts: Options,
@@ -438,6 +446,65 @@ def chained(first: list[tuple[Site, Candidate]], fixes: list[Fix], trials: dict[
         mine = sum(x.id == s.id for x, _ in out)
         for both in joined(rw, base, trials[c.key], root, tfile, factory)[:max(0, per_site - mine)]:
             out.append((s, Candidate(both.strategy, both.label, Patches(), both)))
+    return out
+
+
+# A split whose trial moved a break into one of its compiled parts is proposed again with the
+# statements that broke in its gap, this many times at most (each time a batch of trials).
+GROW_ROUNDS = 2
+
+
+def moved_code(rw: Rewrite, base: Census, trial: Census) -> frozenset[str]:
+    """The lines (stripped text) where RW's trial broke anew, in a file RW patched: each frame
+    of a new break there. A frame on a line the original file lacks (a part's ``return`` of
+    an object Dynamo cannot rebuild) stands for its whole part: the first line of each of
+    the part's statements."""
+    out: set[str] = set()
+    for n in new_breaks(base, trial):
+        for fr in _frames(n):
+            code = fr.code.strip()
+            text = next((t for p, t in rw.files.items() if os.path.realpath(p) == os.path.realpath(fr.file)), None)
+            if text is None or not code:
+                continue
+            orig = {ln.strip() for ln in source_text(fr.file).splitlines()}
+            if code in orig:
+                out.add(code)
+                continue
+            lines = text.splitlines()
+            at = [i for i, ln in enumerate(lines, 1) if ln.strip() == code]
+            try:
+                tree = ast.parse(text)
+            except SyntaxError:
+                continue
+            line = min(at, key=lambda i: abs(i - fr.line)) if at else fr.line
+            parts = [d for d in ast.walk(tree) if isinstance(d, (ast.FunctionDef, ast.AsyncFunctionDef))
+                     and d.lineno <= line <= (d.end_lineno or d.lineno)]
+            if parts:
+                part = max(parts, key=lambda d: d.lineno)
+                out |= {lines[st.lineno - 1].strip() for st in part.body} & orig
+    return frozenset(out)
+
+
+def grown(tried: list[tuple[Site, Candidate, Fix]], trials: dict[str, Census], base: Census, root: str | None,
+          tfile: str | None, factory: str, per_site: int = 3) -> list[tuple[Site, Candidate]]:
+    """Each split in TRIED whose trial broke anew in one of its compiled parts (an optimizer
+    the gap made, used by a scheduler's constructor after it; a part returning loaders Dynamo
+    cannot rebuild), proposed again with those statements in its gap: what is not tried yet."""
+    out: list[tuple[Site, Candidate]] = []
+    for s, c, f in tried:
+        rw = c.rewrite
+        if rw is None or not tried_late(rw) or f.verified or f.error is not None or not f.new_sites:
+            continue
+        more = moved_code(rw, base, trials[c.key]) - set(rw.gap_code)
+        if not more:
+            continue
+        props, _ = proposals(s, root, target_file=tfile, factory=factory, sites=base.sites,
+                             gap_code=frozenset(rw.gap_code) | more)
+        mine = sum(x.id == s.id for x, _ in out)
+        for p in [p for p in props if tried_late(p) and p.rule == rw.rule][:max(0, per_site - mine)]:
+            cand = on_base(Candidate(p.strategy, p.label, Patches(), p), s, base, tfile, root)
+            if cand.key not in trials and all(cand.key != o.key for _, o in out):
+                out.append((s, cand))
     return out
 
 
@@ -610,7 +677,9 @@ def _run_fix(ws: Workspace, opts: Options, jobs: int, timeout: float | None, onl
     again = Candidate("baseline", "the unchanged code, again", Patches(config=dict(base.config.get("base_config", {}))))
     repeats = {f"baseline again {i}": again for i in range(CLOCK_REPEATS if sites and reads_a_clock(base, ws.project) else 0)}
     results = run_all({**repeats, **{c.key: c for _, c in first}})
-    base.unreproduced = unreproduced(base, [results.pop(k) for k in repeats])
+    again_runs = [results.pop(k) for k in repeats]
+    base.unreproduced = unreproduced(base, again_runs)
+    base.repeats_failed = sum(not ran_to_end(r) for r in again_runs)
     trials: dict[str, Census] = dict(results)
     fixes = [evaluate(s, c, base, results[c.key]) for s, c in first]
     for f, (s, c) in zip(fixes, first):
@@ -629,7 +698,16 @@ def _run_fix(ws: Workspace, opts: Options, jobs: int, timeout: float | None, onl
               for c in candidates(s, ws.project) if kinds is None or c.kind in kinds]
     results = run_all({c.key: c for _, c in pairs})
     trials.update(results)
-    fixes += [evaluate(s, c, base, results[c.key]) for s, c in pairs]
+    judged = [(s, c, evaluate(s, c, base, results[c.key])) for s, c in pairs]
+    for _ in range(GROW_ROUNDS):
+        fixes += [f for _, _, f in judged]
+        more = [(s, c) for s, c in grown(judged, trials, base, ws.project, tfile, factory)
+                if kinds is None or c.kind in kinds]
+        results = run_all({c.key: c for _, c in more})
+        trials.update(results)
+        judged = [(s, c, evaluate(s, c, base, results[c.key])) for s, c in more]
+        pairs += more
+    fixes += [f for _, _, f in judged]
     both = [(s, on_base(pair, s, base, tfile, ws.project)) for s in sites
             if (pair := flags_together(s, fixes)) is not None]
     results = run_all({c.key: c for _, c in both})

@@ -276,7 +276,8 @@ def fixes(report: FixReport, console: Console | None = None, verbose: bool = Fal
     """Trials per site, best first, one line each (readable at 80 columns and in CI logs).
     An errored trial shows the end of its own output (all of it with VERBOSE)."""
     console = console or Console(highlight=False, emoji=False)
-    if not (report.fixes or report.no_candidate or report.cause_fixes or report.explained or report.unreproduced):
+    if not (report.fixes or report.no_candidate or report.cause_fixes or report.explained or report.unreproduced
+            or report.repeats_failed):
         console.print("[dim]No fix candidates tried.[/]")
         return
     if report.error is not None and report.error.kind is ErrorKind.COMPILED and report.fixes:
@@ -333,6 +334,10 @@ def fixes(report: FixReport, console: Console | None = None, verbose: bool = Fal
         console.print(f"\n[bold underline]Not reproducible: {escape(u.label)}[/]")
         _say_at(console, f"[dim]{u.seen} of {u.runs} baseline censuses of the unchanged code have this site (the "
                          "code reads a clock): no fix of it can be verified[/]", "  ")
+    if report.repeats_failed:
+        console.print("\n[bold underline]Reproducibility not fully checked[/]")
+        _say_at(console, f"[dim]{report.repeats_failed} of the repeat baseline censuses (run because the code reads "
+                         "a clock) failed: a site they would have lacked is not known to be flaky[/]", "  ")
     cause_fixes(report, console)
 
 

@@ -52,11 +52,13 @@ def site_file(site: Site) -> tuple[str | None, str | None]:
 
 
 def proposals(site: Site, root: str | None, *, target_file: str | None = None, factory: str | None = None,
-              overlay: dict[str, str] | None = None, sites: Sequence[Site] = ()) -> tuple[list[Rewrite], list[Refusal]]:
+              overlay: dict[str, str] | None = None, sites: Sequence[Site] = (),
+              gap_code: frozenset[str] = frozenset()) -> tuple[list[Rewrite], list[Refusal]]:
     """Every rewrite the rules propose for this site, and the rules that refused (why).
     ``root`` is the project (files outside it get upstream patches only); ``overlay``
     (path -> text) stands for files already patched (`fix --all`); ``sites`` are the
-    census's other sites (a region split keeps those of the same entry in its gap)."""
+    census's other sites (a region split keeps those of the same entry in its gap);
+    ``gap_code`` lines a split's trial broke in, which join its gap."""
     path, why = site_file(site)
     if path is None:
         return [], [Refusal("any", why or "no file")]
@@ -71,7 +73,7 @@ def proposals(site: Site, root: str | None, *, target_file: str | None = None, f
         return [], [Refusal("any", f"no statement at {path}:{site.line} (the file changed since the census?)")]
     func = idx.enclosing(stmt, cst.FunctionDef)
     ctx = Ctx(site, path, source, idx, stmt, func if isinstance(func, cst.FunctionDef) else None, root,
-              target_file, factory, overlay, sites)
+              target_file, factory, overlay, sites, gap_code)
     out: list[Rewrite] = []
     refused: list[Refusal] = []
     for name, fn in base.RULES:
@@ -91,6 +93,8 @@ def proposals(site: Site, root: str | None, *, target_file: str | None = None, f
                 continue
             else:
                 r.upstream = any(not in_project(p, root) for p in r.files)
+                if gap_code and tried_late(r):
+                    r.gap_code = tuple(sorted(gap_code))
                 out.append(r)
     out += [c for r in out if r.rule in _THEN_KEEP_TENSOR and (c := _then_keep_tensor(r, ctx)) is not None]
     return out, refused

@@ -34,6 +34,7 @@ class Rewrite:
     files: dict[str, str] = field(default_factory=dict)   # path -> new text (kept out of JSON)
     ranks: int = 0            # also verified on this many gloo ranks (a collective rewrite)
     upstream: bool = False    # it patches a file outside the project: offered, never written
+    gap_code: tuple[str, ...] = ()   # a split proposed again with these lines in its gap (``Ctx.gap_code``)
 
 
 def tried_late(rw: Rewrite) -> bool:
@@ -65,6 +66,9 @@ class Ctx:
     factory: str | None = None
     overlay: dict[str, str] = field(default_factory=dict)   # path -> text of files already patched (`--all`)
     sites: Sequence[Site] = ()                  # the census's sites (a region split keeps those of its entry)
+    # Lines (as text) that a split's trial showed to break in a compiled part: the statements
+    # of the split function holding one join its gap (``trials.moved_code``).
+    gap_code: frozenset[str] = frozenset()
 
     @property
     def module(self) -> cst.Module:

@@ -119,9 +119,15 @@ def _split_at(ctx: Ctx, entry: StackEntry, chain: Sequence[StackEntry] = ()) -> 
     for d in walk(idx.module):
         if isinstance(d, cst.FunctionDef):
             defs.setdefault(d.name.value, []).append(d)
-    holds = [any(idx.contains(st, ln) for ln in lines) or
-             any(c in reached or any(_called(d) & reached for d in defs.get(c, ())) for c in _called(st))
+    # A statement a trial of this split broke in (an object the gap made, used where it cannot
+    # be: a scheduler built from the gap's optimizer, a part returning what Dynamo cannot
+    # rebuild) joins the gap too, when the split is proposed again (``ctx.gap_code``).
+    text = idx.module.code.splitlines()
+    grown = [bool(ctx.gap_code) and any(ln.strip() in ctx.gap_code for ln in text[idx.pos[st] - 1:idx.end[st]])
              for st in body]
+    holds = [g or any(idx.contains(st, ln) for ln in lines) or
+             any(c in reached or any(_called(d) & reached for d in defs.get(c, ())) for c in _called(st))
+             for st, g in zip(body, grown)]
     runs = _eager_runs(body, holds)
     if not runs:
         return
@@ -314,7 +320,7 @@ def _split_at(ctx: Ctx, entry: StackEntry, chain: Sequence[StackEntry] = ()) -> 
     # (a seed set at the top of the entry, before a call into code that breaks elsewhere).
     own = {fr.line for fr in user_frames(site) if fr.file == entry.file and fr.function == entry.function} \
         | {entry.line}
-    alone = _eager_runs(body, [any(idx.contains(st, ln) for ln in own) for st in body])
+    alone = _eager_runs(body, [g or any(idx.contains(st, ln) for ln in own) for st, g in zip(body, grown)])
     # (A site that breaks in this function's own frame stays in the gap: it would break here.)
     direct = any(s.id != site.id and (fr := user_frames(s)) and (fr[-1].file, fr[-1].function) ==
                  (entry.file, entry.function) for s in sites)
