@@ -140,8 +140,8 @@ def test_dropping_a_disable_whose_body_does_not_trace_is_refused():
     assert not fix.verified and fix.why_not
 
 
-def _site_of(spec: str, tag: str, path: Path):
-    base = census_target(spec, OPTS, project_root=str(path.parent))
+def _site_of(spec: str, tag: str, path: Path, opts: Options = OPTS):
+    base = census_target(spec, opts, project_root=str(path.parent))
     return base, next(s for s in base.sites if s.line == marked_line(path, tag))
 
 
@@ -366,15 +366,15 @@ def test_apply_keeps_encoding_crlf_tabs_and_no_final_newline(tmp_path, monkeypat
 RULES_SRC = TARGETS / "structure_rules.py"
 
 
-def _trial_of(factory: str, tag: str, rule: str, label: str = ""):
+def _trial_of(factory: str, tag: str, rule: str, label: str = "", opts: Options = OPTS):
     """(site, the RULE's proposal (whose label holds LABEL), its trial's verdict) for the site tagged TAG."""
-    base, site = _site_of(f"{RULES_SRC}:{factory}", tag, RULES_SRC)
+    base, site = _site_of(f"{RULES_SRC}:{factory}", tag, RULES_SRC, opts)
     root = str(RULES_SRC.parent)
     props, refused = proposals(site, root, target_file=str(RULES_SRC), factory=factory, sites=base.sites)
     rw = next((p for p in props if p.rule == rule and label in p.label), None)
     assert rw is not None, (props, refused)
     f = evaluate(site, Candidate(rw.strategy, rw.label, Patches(), rw), base,
-                 Workspace(f"{RULES_SRC}:{factory}", root, root).census(OPTS, rw.files, 300))
+                 Workspace(f"{RULES_SRC}:{factory}", root, root).census(opts, rw.files, 300))
     return site, rw, f
 
 
@@ -1159,3 +1159,16 @@ def test_a_split_whose_part_breaks_anew_grows_its_gap_and_is_written_again():
         in best.gap_code and best.after.sites == 0
     files = planned_files(best, report, Workspace(spec, root, root))
     assert "        chain = Chain([])\n" in files[str(RULES_SRC)]
+
+
+def test_a_call_in_eager_glue_that_breaks_inside_torch_runs_under_disable():
+    # What glue calls still compiles: the optimizer's step, called from the glued epoch
+    # loop, would break again in its own wrapper (torch's `graph_break()`, GB0025). The glue
+    # calls it under torch.compiler.disable, so the split leaves no break; the model compiles.
+    site, rw, f = _trial_of("epoch_driver", "EPOCH_STEP", "entry-split", label="as eager glue",
+                            opts=dataclasses.replace(OPTS, grad=True))
+    assert (site.gb_id, site.file, site.line) == ("GB0025", str(RULES_SRC), marked_line(RULES_SRC, "EPOCH_STEP"))
+    text = rw.files[str(RULES_SRC)]
+    assert "        torch.compiler.disable(opt.step)()  # EPOCH_STEP\n" in text
+    assert "        opt.zero_grad()  # EPOCH_ZERO\n" in text      # a skipped function is not compiled from glue
+    assert f.verified and f.after.sites == 0 and f.after.graphs >= 1, f.why_not

@@ -1326,3 +1326,38 @@ def chained_run(x, seed):
 def built_chain():
     torch.manual_seed(0)
     return [(chained_run, (torch.randn(3, 4), 0), {})]
+
+
+class TinyReg(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 1)
+
+    def forward(self, x):
+        return torch.tanh(self.lin(x))
+
+
+def train_epoch(model, opt, batches):
+    total = torch.zeros(())
+    for x, y in batches:
+        opt.zero_grad()  # EPOCH_ZERO
+        loss = ((model(x) - y) ** 2).mean()
+        loss.backward()
+        opt.step()  # EPOCH_STEP
+        total = total + loss.detach()
+    return total
+
+
+def fit(model, opt, batches, initial, seed):
+    model.load_state_dict(initial)  # FIT_RESTORE
+    torch.manual_seed(seed)  # FIT_SEED
+    return train_epoch(model, opt, batches)
+
+
+def epoch_driver():
+    torch.manual_seed(0)
+    model = TinyReg()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    batches = [(torch.randn(4, 3), torch.randn(4, 1)) for _ in range(3)]
+    initial = {k: v.clone() for k, v in model.state_dict().items()}
+    return [(fit, (model, opt, batches, initial, 0), {})]

@@ -11,10 +11,10 @@ from collections.abc import Callable, Iterator, Sequence
 import libcst as cst
 from libcst.metadata import MetadataWrapper
 
-from ...model import StackEntry
-from ...paths import in_project
+from ...model import Site, StackEntry
+from ...paths import in_project, is_torch_file_path
 from .base import Ctx, Refusal, Rewrite, entry_frame, is_scope_frame, rule, user_frames
-from .syntax import Index, add_import, bound, reads, swap_code, walk, walk_no_defs
+from .syntax import Index, add_import, bound, reads, small, swap_code, swap_in, walk, walk_no_defs
 
 
 @rule("region-split")
@@ -209,8 +209,10 @@ def _split_at(ctx: Ctx, entry: StackEntry, chain: Sequence[StackEntry] = ()) -> 
             last = i == len(parts) - 1
             if last and not eager and not _computes(stmts) or eager and inline:
                 # `return loss`, or a gap kept in place: in the glue
+                kept = [new for st in stmts if isinstance(new := swap_in(st, _eager_calls(idx, entry.file, st, sites)),
+                                                          cst.BaseStatement)]
                 glue += [st.with_changes(leading_lines=[]) if isinstance(st, cst.SimpleStatementLine) else st
-                         for st in stmts]
+                         for st in kept]
                 avail |= bound(stmts)
                 continue
             name = method("eager" if eager else "before" if i == 0 else "after" if last else "between")
@@ -251,7 +253,7 @@ def _split_at(ctx: Ctx, entry: StackEntry, chain: Sequence[StackEntry] = ()) -> 
             (" eagerly in place" if below else
              " eagerly in place (its loop stays in Python, what the loop calls compiles)" if inline else " eagerly")
         if chain:
-            glued = _glue_chain(idx, entry.file, func, chain, ctx.read)
+            glued = _glue_chain(idx, entry.file, func, chain, ctx.read, sites)
             if isinstance(glued, Refusal):
                 return glued
             code = swap_code(idx.module, {func: cst.FlattenSentinel([new_func, *new_methods]),
@@ -335,7 +337,7 @@ def _split_at(ctx: Ctx, entry: StackEntry, chain: Sequence[StackEntry] = ()) -> 
     below = [fr for fr in frames[frames.index(entry) + 1:] if not is_scope_frame(fr.function)] \
         if fn_entry is not None and entry in frames else []
     if below and all(in_project(fr.file, ctx.root) and os.path.isfile(fr.file) for fr in below):
-        glued = _glue_chain(idx, entry.file, fn_entry, below, ctx.read) if fn_entry is not None else None
+        glued = _glue_chain(idx, entry.file, fn_entry, below, ctx.read, sites) if fn_entry is not None else None
         if glued is not None and not isinstance(glued, Refusal):
             deep = build(runs, inline=True, below=glued)
             if isinstance(deep, Rewrite):
@@ -347,9 +349,11 @@ def _parse(path: str, read: Callable[[str], str]) -> Index:
 
 
 def _glue_chain(idx: Index, path: str, func: cst.FunctionDef, chain: Sequence[StackEntry],
-                read: Callable[[str], str]) -> dict[str, tuple[Index, dict[cst.CSTNode, object]]] | Refusal:
+                read: Callable[[str], str], sites: Sequence[Site]
+                ) -> dict[str, tuple[Index, dict[cst.CSTNode, object]]] | Refusal:
     """Per file, its syntax and the defs of CHAIN's frames there with
-    ``disable(recursive=False)`` added (PATH, the file FUNC is in, is IDX)."""
+    ``disable(recursive=False)`` added (PATH, the file FUNC is in, is IDX), and the calls of
+    SITES in them that would break again made eager (``_eager_calls``)."""
     out: dict[str, tuple[Index, dict[cst.CSTNode, object]]] = {}
     for fr in chain:
         try:
@@ -373,7 +377,28 @@ def _glue_chain(idx: Index, path: str, func: cst.FunctionDef, chain: Sequence[St
         rest = d.decorators[top:]
         decos = [*d.decorators[:top], glue, *rest, glue.with_changes(trailing_whitespace=cst.TrailingWhitespace())] \
             if rest else [*d.decorators[:top], glue]
-        out.setdefault(fr.file, (fidx, {}))[1][d] = d.with_changes(decorators=decos)
+        d_eager = swap_in(d, _eager_calls(fidx, fr.file, d, sites))
+        assert isinstance(d_eager, cst.FunctionDef)
+        out.setdefault(fr.file, (fidx, {}))[1][d] = d_eager.with_changes(decorators=decos)
+    return out
+
+
+def _eager_calls(idx: Index, path: str, node: cst.CSTNode, sites: Sequence[Site]) -> dict[cst.CSTNode, object]:
+    """Swaps that run eagerly, under ``torch.compiler.disable``, the call of each site in
+    NODE (eager glue) whose break is inside torch's own code below it (an optimizer's step:
+    a `graph_break()` in its wrapper): what glue calls still compiles, and that call would
+    break again there. One call per site: the outermost of its statement."""
+    out: dict[cst.CSTNode, object] = {}
+    for s in sites:
+        if not s.stack or not is_torch_file_path(s.stack[-1].file) or \
+                os.path.realpath(s.file) != os.path.realpath(path) or not idx.contains(node, s.line):
+            continue
+        st = idx.statement_at(s.line)
+        parts = small(st) if st is not None else []
+        call = getattr(parts[0], "value", None) if len(parts) == 1 else None
+        if isinstance(call, cst.Call) and call not in out:
+            out[call] = call.with_changes(func=cst.Call(cst.parse_expression("torch.compiler.disable"),
+                                                        [cst.Arg(call.func)]))
     return out
 
 
