@@ -1172,3 +1172,22 @@ def test_a_call_in_eager_glue_that_breaks_inside_torch_runs_under_disable():
     assert "        torch.compiler.disable(opt.step)()  # EPOCH_STEP\n" in text
     assert "        opt.zero_grad()  # EPOCH_ZERO\n" in text      # a skipped function is not compiled from glue
     assert f.verified and f.after.sites == 0 and f.after.graphs >= 1, f.why_not
+
+
+def test_a_function_the_compiled_run_fails_in_is_disabled_in_the_baseline_and_every_patch():
+    # Compiled, rows_tensor() fails (a fake tensor call eager does not make), so no trial of
+    # the original could complete. fix censuses again with that function under
+    # torch.compiler.disable; the call to it is then the site, and its fix, written, carries
+    # the decorator too.
+    from graphstitch.fix.patches import planned_files
+    spec, root = f"{RULES_SRC}:crashing_rows", str(RULES_SRC.parent)
+    report = run_fix(spec, OPTS, jobs=1, kinds={"caller"}, project_root=root)
+    assert report.error is None and report.config["base_hatch"]["function"] == "rows_tensor"
+    assert [(s.gb_id, s.file, s.line) for s in report.sites] == \
+        [(report.sites[0].gb_id, str(RULES_SRC), marked_line(RULES_SRC, "CRASH_CALL"))]
+    assert any(u.why == "disabled" and u.function == "rows_tensor" and u.file == str(RULES_SRC)
+               for u in report.coverage.untraced)
+    best = next(f for f in report.fixes if f.verified)
+    text = planned_files(best, report, Workspace(spec, root, root))[str(RULES_SRC)]
+    assert re.search(r"\n@torch\.compiler\.disable  # graphstitch fix: the compiled run failed in it "
+                     r"\(TorchRuntimeError[^\n]*\ndef rows_tensor\(rows\):", text), text[-2500:]

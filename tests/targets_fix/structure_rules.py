@@ -1361,3 +1361,17 @@ def epoch_driver():
     batches = [(torch.randn(4, 3), torch.randn(4, 1)) for _ in range(3)]
     initial = {k: v.clone() for k, v in model.state_dict().items()}
     return [(fit, (model, opt, batches, initial, 0), {})]
+
+
+def rows_tensor(rows):
+    return torch.FloatTensor(rows)  # CRASH_ROWS (eager takes float64 rows; a fake tensor call does not)
+
+
+def scale_by_rows(x, rows):
+    y = x.sin()
+    t = rows_tensor(rows)  # CRASH_CALL
+    return (y * t.sum()).cos()
+
+
+def crashing_rows():
+    return [(scale_by_rows, (torch.randn(3), np.random.RandomState(0).rand(2, 3)), {})]

@@ -10,11 +10,9 @@ indentation and final newline (``files.read_source`` / ``encode_source``).
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import dataclasses
 import os
-import re
 from collections.abc import Callable, Mapping
 
 from ..files import (
@@ -33,7 +31,18 @@ from ..targets import Options, Patches, target_file
 from .candidates import Candidate
 from .rules import proposals
 from .trials import THEN, CauseFix, Fix, FixReport, evaluate, joined
-from .workspace import Workspace, after_imports, binds, config_text, home_file, keep_end, unified_diff, with_config
+from .workspace import (
+    Workspace,
+    after_imports,
+    binds,
+    config_text,
+    decorated,
+    home_file,
+    keep_end,
+    unified_diff,
+    with_config,
+    with_hatch,
+)
 
 WRITABLE_KINDS = ("config", "nonstrict_trace", "disable")
 
@@ -123,9 +132,10 @@ def planned_files(fix: Fix, report: FixReport, ws: Workspace, opts: Options | No
                        if j.rule == fix.rule and j.label == fix.candidate), None)
         if rw is None:
             raise LookupError(f"the rewrite {fix.candidate!r} no longer applies to {short_path(site.file)}")
-        return with_config(rw.files, report.config.get("base_config") or {}, home_file(site, tfile, ws.project))
+        return with_hatch(with_config(rw.files, report.config.get("base_config") or {},
+                                      home_file(site, tfile, ws.project)), report.config.get("base_hatch"))
     path, _, new = plan_patch(fix.patches, fix.wrapped, site, tfile, ws.project)
-    return {path: new}
+    return with_hatch({path: new}, report.config.get("base_hatch"))
 
 
 def plan_patch(patches: Patches, wrapped: str | None, site: Site, tfile: str, root: str | None,
@@ -151,15 +161,10 @@ def plan_patch(patches: Patches, wrapped: str | None, site: Site, tfile: str, ro
         return path, old, config_text(patches, old)
     hatch = {"nonstrict_trace": "torch._dynamo.nonstrict_trace", "disable": "torch.compiler.disable"}[wrap.how]
     if path == wrap.file:
-        node = next((n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
-                     and n.name == wrap.function and n.lineno <= wrap.line <= (n.end_lineno or n.lineno)), None)
-        if node is None:
-            raise LookupError(f"cannot find {wrap.function}() in {path}")
-        first = min([d.lineno for d in node.decorator_list] + [node.lineno]) - 1
-        m = re.match(r"[ \t]*", lines[node.lineno - 1])
-        indent = m.group(0) if m else ""
-        new_lines = lines[:first] + [f"{indent}@{hatch}  # graphstitch fix\n"] + lines[first:]
-        return path, old, _and_config(patches, keep_end(old, "".join(new_lines[:top] + imports([]) + new_lines[top:])))
+        try:
+            return path, old, _and_config(patches, decorated(old, wrap.function, wrap.line, hatch))
+        except LookupError:
+            raise LookupError(f"cannot find {wrap.function}() in {path}") from None
     mod, _, qual = (wrapped or "").partition(":")
     if not mod:
         raise LookupError("the trial did not say which function it wrapped")

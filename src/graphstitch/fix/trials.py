@@ -9,6 +9,7 @@ input set, and what the code prints/logs per call at run time is unchanged.
 from __future__ import annotations
 
 import ast
+import contextlib
 import dataclasses
 import os
 import queue
@@ -20,18 +21,19 @@ from collections.abc import Callable
 from collections.abc import Set as AbstractSet
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 from .. import procs, worker
 from ..advice import advise
 from ..changes import diff, site_label
-from ..files import file_hash, reads_clock, source_text
+from ..files import file_hash, parse_python, reads_clock, source_text
 from ..model import CauseId, Census, ErrorInfo, ErrorKind, Site, SiteId, StackEntry
 from ..paths import in_project
 from ..perf.timing import LatencyStats
 from ..targets import Options, Patches, target_file
 from .candidates import INVASIVENESS, Candidate, candidates, flags_together
 from .rules import STRATEGY_RANK, Rewrite, proposals, tried_late, user_frames
-from .workspace import Workspace, home_file, unified_diff, with_config
+from .workspace import Workspace, home_file, unified_diff, with_config, with_hatch
 
 # Dynamo traces NumPy's random functions in compiled code on torch's generator
 # (torch._dynamo.config.use_numpy_random_stream is off by default): code that draws from
@@ -586,15 +588,43 @@ def draws_numpy_random(base: Census, root: str | None) -> bool:
 
 
 def on_base(c: Candidate, site: Site, base: Census, tfile: str | None, root: str | None) -> Candidate:
-    """C with the baseline's own config (``base_config``, NumPy's random stream): a rewrite
-    carries its line in the site's module, a flag or hatch trial runs with it."""
-    cfg = base.config.get("base_config")
-    if not cfg:
-        return c
-    if c.rewrite is not None:
-        files = with_config(c.rewrite.files, cfg, home_file(site, tfile or site.file, root))
+    """C with the baseline's own config (``base_config``, NumPy's random stream) and hatch
+    (``base_hatch``, ``crash_hatch``): a rewrite carries them in its files, a flag or hatch
+    trial runs with the config (and its worker with the hatch, ``_run_fix``)."""
+    cfg, hatch = base.config.get("base_config"), base.config.get("base_hatch")
+    if c.rewrite is not None and (cfg or hatch):
+        files = with_config(c.rewrite.files, cfg or {}, home_file(site, tfile or site.file, root))
+        with contextlib.suppress(LookupError, SyntaxError):   # a patch that removed the function: without it
+            files = with_hatch(files, hatch)
         return dataclasses.replace(c, rewrite=dataclasses.replace(c.rewrite, files=files))
-    return dataclasses.replace(c, patches=dataclasses.replace(c.patches, config={**cfg, **c.patches.config}))
+    if cfg and c.rewrite is None:
+        return dataclasses.replace(c, patches=dataclasses.replace(c.patches, config={**cfg, **c.patches.config}))
+    return c
+
+
+def crash_hatch(base: Census, root: str | None) -> dict[str, Any] | None:
+    """The project function the compiled run failed in (the error's user frame), to put under
+    ``torch.compiler.disable`` in the baseline and in every trial and patch after it: the
+    rest of the code can then be compiled and judged (facenet's f-string, an internal error
+    of Dynamo's). None when the run did not fail in a function of the project."""
+    e = base.error
+    if e is None or e.kind is not ErrorKind.COMPILED or not e.where:
+        return None
+    path, _, line = e.where.rpartition(":")
+    if not line.isdigit() or not in_project(path, root) or not os.path.isfile(path):
+        return None
+    try:
+        tree = parse_python(source_text(path))
+    except (SyntaxError, ValueError, OSError):
+        return None
+    defs = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and n.lineno <= int(line) <= (n.end_lineno or n.lineno)]
+    if not defs:
+        return None
+    fn = max(defs, key=lambda n: n.lineno)
+    return {"file": os.path.realpath(path), "function": fn.name, "line": fn.lineno,
+            "why": f"the compiled run failed in it ({e.type or 'error'}: {e.message.splitlines()[0][:80]}); "
+                   "it runs eagerly"}
 
 
 def _run_fix(ws: Workspace, opts: Options, jobs: int, timeout: float | None, only: Callable[[Site], bool] | None,
@@ -611,6 +641,14 @@ def _run_fix(ws: Workspace, opts: Options, jobs: int, timeout: float | None, onl
         if kept.error is None and kept.outputs_match_eager:
             base = FixReport.of(kept)
             base.config["base_config"] = dict(NUMPY_STREAM)
+    if (hatch := crash_hatch(base, ws.project)) is not None:
+        say(f"baseline census, with {hatch['function']}() under torch.compiler.disable: the compiled run failed there")
+        with contextlib.suppress(LookupError, SyntaxError):
+            kept = ws.census(opts, with_hatch({}, hatch), timeout)
+            if kept.error is None and kept.graph_count and kept.outputs_match_eager:
+                base = FixReport.of(kept)
+                base.config["base_hatch"] = hatch
+                hashes.setdefault(hatch["file"], file_hash(hatch["file"]))
     base.census_seconds = time.perf_counter() - t0
     if base.config.get("grad_auto"):   # a training step: its trials run with autograd from the start
         opts = dataclasses.replace(opts, grad=True)
@@ -660,9 +698,11 @@ def _run_fix(ws: Workspace, opts: Options, jobs: int, timeout: float | None, onl
                 if left[0] >= jobs:
                     warm.put(worker.prestart())  # ready for a later trial
             assert isinstance(child, procs.Child)
-            if c.rewrite is not None:
+            if c.rewrite is not None or base.config.get("base_hatch"):
+                # (a flag or hatch trial on a baseline with a hatch: on the hatched project)
                 try:
-                    return ws.census(o, c.rewrite.files, timeout, warm=child)
+                    return ws.census(o, c.rewrite.files, timeout, warm=child) if c.rewrite is not None else \
+                        ws.census(o, with_hatch({}, base.config["base_hatch"]), timeout, warm=child, patches=c.patches)
                 except (LookupError, OSError, SyntaxError, UnicodeError) as e:
                     child.kill_tree()
                     return dataclasses.replace(base, sites=[], fixes=[], error=ErrorInfo(ErrorKind.PATCH, str(e)))

@@ -48,11 +48,11 @@ class Workspace:
         return worker.Job(spec=self.spec, options=opts, project_root=self.id_root, setup=setup)
 
     def census(self, opts: Options, files: dict[str, str], timeout: float | None, *,
-               warm: procs.Child | None = None, map_lines: bool = True) -> Census:
+               warm: procs.Child | None = None, map_lines: bool = True, patches: Patches | None = None) -> Census:
         """The census of the project with ``files`` (path -> new text) patched, mapped back to
         the user's paths (and lines, unless ``map_lines`` is false: `--all` keeps the lines
-        of the patched text it goes on rewriting)."""
-        with self._patched(opts, files) as (job, back):
+        of the patched text it goes on rewriting); PATCHES, a flag or hatch candidate's, on top."""
+        with self._patched(opts, files, patches) as (job, back):
             trial = worker.run(job, timeout=timeout, warm=warm).census
         back(trial, map_lines)
         return trial
@@ -69,7 +69,7 @@ class Workspace:
         return censuses
 
     @contextlib.contextmanager
-    def _patched(self, opts: Options, files: dict[str, str]
+    def _patched(self, opts: Options, files: dict[str, str], patches: Patches | None = None
                  ) -> Iterator[tuple[worker.Job, Callable[[Census, bool], None]]]:
         """(the census job on the patched project, what maps its census back) while the
         patched copies exist."""
@@ -87,7 +87,7 @@ class Workspace:
                 with open(copy, "wb") as f:
                     f.write(encode_source(text, fmt))
                 copies[real] = copy
-            trial_opts = dataclasses.replace(opts, fresh=True, patches=None, reference=self.spec, overlay=copies)
+            trial_opts = dataclasses.replace(opts, fresh=True, patches=patches, reference=self.spec, overlay=copies)
             back = {os.path.realpath(c): p for p, c in copies.items()}       # patched copy -> original
             maps = {p: _line_map(source_text(p), text) for p, text in
                     ((os.path.realpath(k), t) for k, t in files.items())}   # original -> its line map
@@ -110,6 +110,19 @@ class Workspace:
                         item.line = maps[orig].get(item.line, item.line)
                     if isinstance(item, (Site, SkippedFrame)):
                         item.id = dataclasses.replace(item.id, path=identity_path(orig, self.id_root))
+                # Coverage (what ran untraced) too: the base census of a fix with a base hatch shows it.
+                def line(orig: str, n: int) -> int:
+                    return maps[orig].get(n, n) if map_lines else n
+                for u in trial.coverage.untraced:
+                    if (orig := back.get(os.path.realpath(u.file))) is not None:
+                        u.file, u.path = orig, identity_path(orig, self.id_root)
+                        u.start, u.end = line(orig, u.start), None if u.end is None else line(orig, u.end)
+                for fc in trial.coverage.functions:
+                    if (orig := back.get(os.path.realpath(fc.file))) is not None:
+                        fc.file, fc.first_line = orig, line(orig, fc.first_line)
+                        fc.last_line = None if fc.last_line is None else line(orig, fc.last_line)
+                        for span in [*fc.traced, *fc.untraced]:
+                            span.start, span.end = line(orig, span.start), line(orig, span.end)
                 # Recompile causes name their frame's file by identity path, and link the site.
                 paths = {identity_path(c, self.id_root): identity_path(o, self.id_root) for o, c in copies.items()}
                 for r in trial.recompiles:
@@ -119,7 +132,8 @@ class Workspace:
                         r.site = dataclasses.replace(r.site, path=paths[r.site.path])
                 trial.target = self.spec
 
-            yield worker.Job(spec=self.spec, options=trial_opts, project_root=self.id_root), map_back
+            yield worker.Job(spec=self.spec, options=trial_opts, project_root=self.id_root,
+                             setup=self.job(trial_opts).setup), map_back
 
 
 def _line_map(old: str, new: str) -> dict[int, int]:
@@ -217,3 +231,35 @@ def binds(tree: ast.Module, name: str) -> bool:
 def keep_end(old: str, new: str) -> str:
     """NEW ends as OLD does (with or without a final newline)."""
     return new if old.endswith("\n") or not new.endswith("\n") else new[:-1]
+
+
+def decorated(old: str, function: str, line: int, hatch: str, why: str = "") -> str:
+    """OLD with ``@HATCH`` on FUNCTION, the def holding LINE (else the one nearest it: a patch
+    may have moved it), and ``import torch``; OLD itself when the def already has it."""
+    tree = parse_python(old)
+    defs = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == function]
+    if not defs:
+        raise LookupError(f"cannot find {function}()")
+    node = next((n for n in defs if n.lineno <= line <= (n.end_lineno or n.lineno)), None) or \
+        min(defs, key=lambda n: abs(n.lineno - line))
+    if any(ast.unparse(d) == hatch for d in node.decorator_list):
+        return old
+    lines = old.splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
+    first = min([d.lineno for d in node.decorator_list] + [node.lineno]) - 1
+    indent = lines[node.lineno - 1][:len(lines[node.lineno - 1]) - len(lines[node.lineno - 1].lstrip(" \t"))]
+    new = lines[:first] + [f"{indent}@{hatch}  # graphstitch fix{': ' + why if why else ''}\n"] + lines[first:]
+    top = after_imports(tree)
+    return keep_end(old, "".join(new[:top] + ([] if binds(tree, "torch") else ["import torch\n"]) + new[top:]))
+
+
+def with_hatch(files: dict[str, str], hatch: dict[str, Any] | None) -> dict[str, str]:
+    """FILES with the base hatch every trial and patch of a fix carries (``trials.crash_hatch``:
+    the function the compiled run failed in, under ``torch.compiler.disable``)."""
+    if not hatch:
+        return files
+    path = hatch["file"]
+    key = next((k for k in files if os.path.realpath(k) == os.path.realpath(path)), path)
+    old = files[key] if key in files else source_text(path)
+    return {**files, key: decorated(old, hatch["function"], hatch["line"], "torch.compiler.disable", hatch["why"])}

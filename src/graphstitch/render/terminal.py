@@ -288,6 +288,11 @@ def fixes(report: FixReport, console: Console | None = None, verbose: bool = Fal
                       "(Dynamo's default), so its outputs differed from eager. The census above keeps NumPy's "
                       "stream (torch._dynamo.config.use_numpy_random_stream = True: each draw is a break), and "
                       "every trial and patch below carries that line.[/]")
+    if (hatch := report.config.get("base_hatch")):
+        console.print(f"\n[yellow]Compiled, the original failed in {escape(hatch['function'])}() "
+                      f"({escape(short_path(hatch['file']))}:{hatch['line']}): {escape(hatch['why'])}. The census above "
+                      "runs that function under torch.compiler.disable, and every trial and patch below carries "
+                      "that decorator.[/]")
     for sid in dict.fromkeys(f.site for f in report.fixes):
         rows = report.fixes_for(sid)
         console.print(f"\n[bold underline]Fixes for {escape(rows[0].label)}[/]")
