@@ -1191,3 +1191,22 @@ def test_a_function_the_compiled_run_fails_in_is_disabled_in_the_baseline_and_ev
     text = planned_files(best, report, Workspace(spec, root, root))[str(RULES_SRC)]
     assert re.search(r"\n@torch\.compiler\.disable  # graphstitch fix: the compiled run failed in it "
                      r"\(TorchRuntimeError[^\n]*\ndef rows_tensor\(rows\):", text), text[-2500:]
+
+
+def test_fix_all_starts_with_the_function_the_compiled_run_fails_in_disabled():
+    from graphstitch.fix.fixall import fix_all
+    spec, root = f"{RULES_SRC}:crashing_rows", str(RULES_SRC.parent)
+    result, files = fix_all(spec, OPTS, jobs=2, timeout=300, project_root=root, max_rounds=2)
+    assert result.steps[0].candidate == "rows_tensor() under torch.compiler.disable", result.steps
+    assert result.verified and result.final.sites == 0, (result.why_not, result.remaining)
+    assert re.search(r"\n@torch\.compiler\.disable  # graphstitch fix: the compiled run failed in it [^\n]*\n"
+                     r"def rows_tensor\(rows\):", files[str(RULES_SRC)])
+
+
+def test_fix_all_grows_a_split_whose_part_breaks_anew():
+    from graphstitch.fix.fixall import fix_all
+    spec, root = f"{RULES_SRC}:built_chain", str(RULES_SRC.parent)
+    result, _ = fix_all(spec, OPTS, jobs=2, timeout=300, project_root=root, max_rounds=4)
+    seed, show = marked_line(RULES_SRC, "CHAIN_SEED"), marked_line(RULES_SRC, "CHAIN_PRINT")
+    assert any(f"runs line {seed}–{show - 1} eagerly" in s.candidate for s in result.steps), result.steps
+    assert result.verified and result.final.sites == 0, (result.why_not, result.remaining)

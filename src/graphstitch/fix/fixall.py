@@ -11,9 +11,11 @@ progress, not a moved break: it is reported as uncovered and fixed in turn.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import os
+from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -30,13 +32,16 @@ from .patches import WRITABLE_KINDS, count_kinds, patch_text, plan_patch, write_
 from .rules import Rewrite, proposals, tried_late
 from .trials import (
     CLOCK_REPEATS,
+    GROW_ROUNDS,
     NUMPY_STREAM,
     CauseFix,
     Counts,
     Fix,
     Unreproduced,
+    crash_hatch,
     draws_numpy_random,
     evaluate,
+    moved_code,
     new_breaks,
     proved,
     ran_to_end,
@@ -47,7 +52,7 @@ from .trials import (
     unreproduced,
     untraced_code,
 )
-from .workspace import Workspace, home_file, with_config
+from .workspace import Workspace, home_file, with_config, with_hatch
 
 
 @dataclass
@@ -148,6 +153,18 @@ def fix_all(spec: str, opts: Options, *, jobs: int = 2, timeout: float | None = 
             out.steps.append(Step("(all)", "config use_numpy_random_stream=True", "config", None,
                                   "NumPy's random calls in compiled code run on NumPy's stream (each one a break), "
                                   "as they do eagerly", kept.graph_count, []))
+    if (hatch := crash_hatch(base, ws.project)) is not None:
+        # The function the compiled run failed in runs eagerly in every step (trials.crash_hatch).
+        say(f"baseline census, with {hatch['function']}() under torch.compiler.disable: the compiled run failed there")
+        with contextlib.suppress(LookupError, SyntaxError):
+            kept_files = with_hatch({}, hatch)
+            kept = ws.census(opts, kept_files, timeout, map_lines=False)
+            if kept.error is None and kept.graph_count and kept.outputs_match_eager:
+                overlay.update(kept_files)
+                base = kept
+                out.source_sha256.setdefault(hatch["file"], file_hash(hatch["file"]))
+                out.steps.append(Step("(all)", f"{hatch['function']}() under torch.compiler.disable", "hatch", None,
+                                      hatch["why"], kept.graph_count, []))
     cur = base
     shaky: list[Unreproduced] = []   # sites the unchanged code does not always have (trials.CLOCK_REPEATS)
     if base.sites and reads_a_clock(base, ws.project):
@@ -158,6 +175,8 @@ def fix_all(spec: str, opts: Options, *, jobs: int = 2, timeout: float | None = 
         shaky = unreproduced(base, again)
         if lost := sum(not ran_to_end(c) for c in again):
             say(f"reproducibility not checked by {lost} of {len(again)} repeat baseline censuses: they failed")
+    grow: dict[str, frozenset[str]] = {}   # site identity text -> the lines its splits' trials broke in (GROW_ROUNDS)
+    grown_rounds: Counter[str] = Counter()
     done: dict[str, str] = {}        # site identity text -> why nothing verified (rewrites, then flags and hatches)
     flags_next: dict[str, str] = {}  # site identity text -> why no rewrite verified: its flags and hatches come next
     rounds = 0
@@ -181,9 +200,11 @@ def fix_all(spec: str, opts: Options, *, jobs: int = 2, timeout: float | None = 
                     continue
                 flags_next[key] = "; ".join(dict.fromkeys(r.reason for r in refused)) or "no rewrite rule matches"
             # Second: region splits, config flags and hatches, all written as source.
-            props, _ = proposals(s, ws.project, target_file=tfile, factory=factory, overlay=overlay, sites=cur.sites)
+            props, _ = proposals(s, ws.project, target_file=tfile, factory=factory, overlay=overlay, sites=cur.sites,
+                                 gap_code=grow.get(key, frozenset()))
             more = [Candidate(p.strategy, p.label, Patches(), p) for p in props
-                    if tried_late(p) and not p.upstream] + _written_candidates(s, ws, tfile, overlay)
+                    if tried_late(p) and not p.upstream] + \
+                (_written_candidates(s, ws, tfile, overlay) if key not in grow else [])
             if not more:
                 done[key] = flags_next[key] + "; no region split, config flag or hatch to write"
             second.add(key)
@@ -212,7 +233,14 @@ def fix_all(spec: str, opts: Options, *, jobs: int = 2, timeout: float | None = 
             if any(f.verified for f in ranked if f.site == s.id):
                 continue
             why = "; ".join(sorted({w for f in ranked if f.site == s.id for w in f.why_not}))[:300]
-            if key in second:
+            # A split that broke anew in one of its compiled parts is tried again, grown (trials.grown).
+            more_code = frozenset().union(*(moved_code(c.rewrite, cur, t, read_patched) for (f, t), (_, c)
+                                            in zip(results, pairs) if f.site == s.id and c.rewrite is not None
+                                            and tried_late(c.rewrite) and f.error is None and f.new_sites))
+            if key in second and more_code - grow.get(key, frozenset()) and grown_rounds[key] < GROW_ROUNDS:
+                grown_rounds[key] += 1
+                grow[key] = grow.get(key, frozenset()) | more_code
+            elif key in second:
                 done[key] = f"{flags_next[key]}; {why}"
             else:
                 flags_next[key] = why

@@ -456,11 +456,11 @@ def chained(first: list[tuple[Site, Candidate]], fixes: list[Fix], trials: dict[
 GROW_ROUNDS = 2
 
 
-def moved_code(rw: Rewrite, base: Census, trial: Census) -> frozenset[str]:
+def moved_code(rw: Rewrite, base: Census, trial: Census, read: Reader = source_text) -> frozenset[str]:
     """The lines (stripped text) where RW's trial broke anew, in a file RW patched: each frame
-    of a new break there. A frame on a line the original file lacks (a part's ``return`` of
-    an object Dynamo cannot rebuild) stands for its whole part: the first line of each of
-    the part's statements."""
+    of a new break there. A frame on a line the original file (READ) lacks (a part's
+    ``return`` of an object Dynamo cannot rebuild) stands for its whole part: the first line
+    of each of the part's statements."""
     out: set[str] = set()
     for n in new_breaks(base, trial):
         for fr in _frames(n):
@@ -468,7 +468,7 @@ def moved_code(rw: Rewrite, base: Census, trial: Census) -> frozenset[str]:
             text = next((t for p, t in rw.files.items() if os.path.realpath(p) == os.path.realpath(fr.file)), None)
             if text is None or not code:
                 continue
-            orig = {ln.strip() for ln in source_text(fr.file).splitlines()}
+            orig = {ln.strip() for ln in read(fr.file).splitlines()}
             if code in orig:
                 out.add(code)
                 continue
