@@ -30,7 +30,7 @@ from ..paths import in_project, short_path
 from ..targets import Options, Patches, target_file
 from .candidates import Candidate
 from .rules import proposals
-from .trials import THEN, CauseFix, Fix, FixReport, evaluate, joined
+from .trials import THEN, CauseFix, Fix, FixReport, evaluate, joined, on_base
 from .workspace import (
     Workspace,
     after_imports,
@@ -127,7 +127,13 @@ def planned_files(fix: Fix, report: FixReport, ws: Workspace, opts: Options | No
             rule, label = rule.split("+")[0], label.split(THEN)[0]
         rw = next((p for p in props if p.rule == rule and p.label == label), None)
         if rw is not None and opts is not None and rule != fix.rule:
-            trial = ws.census(dataclasses.replace(opts, fresh=True, patches=None), rw.files, timeout)
+            # The first step censused as its trial was: with the base config and hatch, and
+            # autograd when the target needs it (the second step's gaps follow its sites).
+            rw = on_base(Candidate(rw.strategy, rw.label, Patches(), rw), site, report, tfile, ws.project).rewrite
+            assert rw is not None
+            trial = ws.census(dataclasses.replace(opts, fresh=True, patches=None,
+                                                  grad=opts.grad or bool(report.config.get("grad_auto"))),
+                              rw.files, timeout)
             rw = next((j for j in joined(rw, report, trial, ws.project, tfile, factory)
                        if j.rule == fix.rule and j.label == fix.candidate), None)
         if rw is None:
