@@ -623,7 +623,7 @@ def crash_hatch(base: Census, root: str | None) -> dict[str, Any] | None:
         return None
     fn = max(defs, key=lambda n: n.lineno)
     return {"file": os.path.realpath(path), "function": fn.name, "line": fn.lineno,
-            "why": f"the compiled run failed in it ({e.type or 'error'}: {e.message.splitlines()[0][:80]}); "
+            "why": f"the compiled run failed in it ({e.type or 'error'}: {(e.message.splitlines() or [''])[0][:80]}); "
                    "it runs eagerly"}
 
 
