@@ -1193,6 +1193,23 @@ def test_a_function_the_compiled_run_fails_in_is_disabled_in_the_baseline_and_ev
                      r"\(TorchRuntimeError[^\n]*\ndef rows_tensor\(rows\):", text), text[-2500:]
 
 
+def test_a_compiled_run_failing_in_library_numpy_code_gets_a_baseline_with_numpy_left_to_python():
+    # Compiled, SciPy's sparse sum fails inside SciPy (Dynamo traces NumPy as tensor ops; an
+    # np.matrix view is a fake tensor call eager does not make): no hatch of the user's reaches
+    # it. fix censuses again with trace_numpy off; the run completes, the NumPy call is a
+    # site at the user's line, and its verified patch carries the config line.
+    from graphstitch.fix.patches import planned_files
+    spec, root = f"{RULES_SRC}:sparse_degrees", str(RULES_SRC.parent)
+    report = run_fix(spec, OPTS, jobs=2, kinds={"extract"}, project_root=root)
+    assert report.error is None and report.config["base_config"] == {"trace_numpy": False}
+    line = marked_line(RULES_SRC, "SPARSE_SUM")
+    assert ("GB0290", str(RULES_SRC), line) in [(s.gb_id, s.file, s.line) for s in report.sites]
+    best = next(f for f in report.fixes if f.verified and f.site.gb_id == "GB0290")
+    # (a joined rewrite: its first step is censused again, on the baseline's config, to be written)
+    text = planned_files(best, report, Workspace(spec, root, root), OPTS, 300)[str(RULES_SRC)]
+    assert "\ntorch._dynamo.config.trace_numpy = False  # graphstitch fix\n" in text
+
+
 def test_fix_all_starts_with_the_function_the_compiled_run_fails_in_disabled():
     from graphstitch.fix.fixall import fix_all
     spec, root = f"{RULES_SRC}:crashing_rows", str(RULES_SRC.parent)
@@ -1201,6 +1218,15 @@ def test_fix_all_starts_with_the_function_the_compiled_run_fails_in_disabled():
     assert result.verified and result.final.sites == 0, (result.why_not, result.remaining)
     assert re.search(r"\n@torch\.compiler\.disable  # graphstitch fix: the compiled run failed in it [^\n]*\n"
                      r"def rows_tensor\(rows\):", files[str(RULES_SRC)])
+
+
+def test_fix_all_starts_with_numpy_left_to_python_when_the_compiled_run_fails_in_numpy_code():
+    from graphstitch.fix.fixall import fix_all
+    spec, root = f"{RULES_SRC}:sparse_degrees", str(RULES_SRC.parent)
+    result, files = fix_all(spec, OPTS, jobs=2, timeout=300, project_root=root, max_rounds=1)
+    assert result.steps[0].candidate == "config trace_numpy=False", result.steps
+    assert result.verified and result.final.graphs > 0, result.why_not   # the patched run completes and compiles
+    assert "\ntorch._dynamo.config.trace_numpy = False  # graphstitch fix\n" in files[str(RULES_SRC)]
 
 
 def test_fix_all_grows_a_split_whose_part_breaks_anew():

@@ -1375,3 +1375,17 @@ def scale_by_rows(x, rows):
 
 def crashing_rows():
     return [(scale_by_rows, (torch.randn(3), np.random.RandomState(0).rand(2, 3)), {})]
+
+
+def degree_weighted(x, graph):
+    # SciPy's sparse sum returns an np.matrix: compiled, Dynamo traces NumPy as tensor ops and
+    # fails inside SciPy (a fake tensor call that cannot view as np.matrix), not in this file.
+    deg = np.asarray(graph.sum(1)).flatten()  # SPARSE_SUM
+    return torch.tanh(x * torch.from_numpy(deg).float()[:, None]).sum(1)
+
+
+def sparse_degrees():
+    import scipy.sparse as sp
+    rng = np.random.RandomState(3)
+    return [(degree_weighted, (torch.randn(n, 3), sp.csr_matrix((rng.rand(n, n) > 0.5).astype(np.float64))), {})
+            for n in (5, 7)]

@@ -33,6 +33,7 @@ from .rules import Rewrite, proposals, tried_late
 from .trials import (
     CLOCK_REPEATS,
     GROW_ROUNDS,
+    NUMPY_OFF,
     NUMPY_STREAM,
     CauseFix,
     Counts,
@@ -41,6 +42,7 @@ from .trials import (
     crash_hatch,
     draws_numpy_random,
     evaluate,
+    fails_in_numpy,
     moved_code,
     new_breaks,
     proved,
@@ -142,29 +144,45 @@ def fix_all(spec: str, opts: Options, *, jobs: int = 2, timeout: float | None = 
         out.why_not = [f"the target failed: {base.error.headline[:200]}"]
         return out, {}
     overlay: dict[str, str] = {}
+
+    def base_step(files: dict[str, str], keep: Callable[[Census], bool], candidate: str, kind: str,
+                  why: str) -> Census | None:
+        """The baseline again with FILES patched: when KEEP holds, every step starts from it
+        (a step of its own, written with the rest)."""
+        kept = ws.census(opts, files, timeout, map_lines=False)
+        if not keep(kept):
+            return None
+        overlay.update(files)
+        out.steps.append(Step("(all)", candidate, kind, None, why, kept.graph_count, []))
+        return kept
+
+    def completes(c: Census) -> bool:   # (its outputs may differ: each trial is judged against eager)
+        return c.error is None and c.graph_count > 0
+
     if base.error is None and base.outputs_match_eager is False and base.sites and tfile \
             and draws_numpy_random(base, ws.project):
         # Every step keeps NumPy's random stream (trials.NUMPY_STREAM) when that restores eager outputs.
-        kept_files = with_config({}, NUMPY_STREAM, home_file(base.sites[0], tfile, ws.project))
-        kept = ws.census(opts, kept_files, timeout, map_lines=False)
-        if kept.error is None and kept.outputs_match_eager:
-            overlay.update(kept_files)
-            base = kept
-            out.steps.append(Step("(all)", "config use_numpy_random_stream=True", "config", None,
-                                  "NumPy's random calls in compiled code run on NumPy's stream (each one a break), "
-                                  "as they do eagerly", kept.graph_count, []))
+        base = base_step(with_config({}, NUMPY_STREAM, home_file(base.sites[0], tfile, ws.project)),
+                         lambda c: c.error is None and c.outputs_match_eager is True,
+                         "config use_numpy_random_stream=True", "config",
+                         "NumPy's random calls in compiled code run on NumPy's stream (each one a break), "
+                         "as they do eagerly") or base
     if (hatch := crash_hatch(base, ws.project)) is not None:
         # The function the compiled run failed in runs eagerly in every step (trials.crash_hatch).
         say(f"baseline census, with {hatch['function']}() under torch.compiler.disable: the compiled run failed there")
         with contextlib.suppress(LookupError, SyntaxError):
-            kept_files = with_hatch({}, hatch)
-            kept = ws.census(opts, kept_files, timeout, map_lines=False)
-            if kept.error is None and kept.graph_count:   # (its outputs may differ: each trial is judged against eager)
-                overlay.update(kept_files)
+            kept = base_step(with_hatch({}, hatch), completes, f"{hatch['function']}() under torch.compiler.disable",
+                             "hatch", hatch["why"])
+            if kept is not None:
                 base = kept
                 out.source_sha256.setdefault(hatch["file"], file_hash(hatch["file"]))
-                out.steps.append(Step("(all)", f"{hatch['function']}() under torch.compiler.disable", "hatch", None,
-                                      hatch["why"], kept.graph_count, []))
+    if fails_in_numpy(base) and base.sites and tfile:
+        # NumPy calls are left to Python in every step (trials.NUMPY_OFF) when that lets the run complete.
+        say("baseline census, NumPy calls left to Python: the compiled run failed in code that calls NumPy")
+        base = base_step(with_config(dict(overlay), NUMPY_OFF, home_file(base.sites[0], tfile, ws.project)),
+                         completes, "config trace_numpy=False", "config",
+                         "the compiled run failed in code that calls NumPy: NumPy calls run in Python "
+                         "(each one a break), as they do eagerly") or base
     cur = base
     shaky: list[Unreproduced] = []   # sites the unchanged code does not always have (trials.CLOCK_REPEATS)
     if base.sites and reads_a_clock(base, ws.project):

@@ -43,6 +43,15 @@ from .workspace import Workspace, home_file, unified_diff, with_config, with_hat
 NUMPY_STREAM = {"use_numpy_random_stream": True}
 _NUMPY_RANDOM = re.compile(r"\b(np|numpy)\.random\.")
 
+# Dynamo traces NumPy calls as tensor ops (torch._dynamo.config.trace_numpy). Library code
+# that uses NumPy for what tensors cannot express (SciPy's sparse matrices viewing an array
+# as `np.matrix`) then fails to compile, outside the user's code, where no hatch of theirs
+# reaches: the compiled run never completes and no fix can be judged. When the failing
+# frames Dynamo names call NumPy, `fix` tries a baseline with NumPy calls left to Python
+# (each one a break) and keeps it, in every trial and patch, when that run completes.
+NUMPY_OFF = {"trace_numpy": False}
+_NUMPY_CALL = re.compile(r"\b(np|numpy)\.\w+")
+
 # The factory fixes a run's inputs and seeds, not the clock: code that reads one may take
 # another branch, or Dynamo may specialise on another int, in each run, so a site can be in
 # one census and not in the next (seq2seq's epoch timer moved a format-string break between
@@ -602,6 +611,16 @@ def on_base(c: Candidate, site: Site, base: Census, tfile: str | None, root: str
     return c
 
 
+def fails_in_numpy(base: Census) -> bool:
+    """Whether the compiled run failed (``NUMPY_OFF``) in frames that call NumPy: the code
+    of Dynamo's "from user code:" frames in the error."""
+    e = base.error
+    if e is None or e.kind is not ErrorKind.COMPILED:
+        return False
+    _, sep, frames = e.message.partition("from user code:")
+    return bool(sep) and _NUMPY_CALL.search(frames) is not None
+
+
 def crash_hatch(base: Census, root: str | None) -> dict[str, Any] | None:
     """The project function the compiled run failed in (the error's user frame), to put under
     ``torch.compiler.disable`` in the baseline and in every trial and patch after it: the
@@ -649,6 +668,14 @@ def _run_fix(ws: Workspace, opts: Options, jobs: int, timeout: float | None, onl
                 base = FixReport.of(kept)
                 base.config["base_hatch"] = hatch
                 hashes.setdefault(hatch["file"], file_hash(hatch["file"]))
+    if fails_in_numpy(base):
+        say("baseline census, NumPy calls left to Python: the compiled run failed in code that calls NumPy")
+        cfg = {**base.config.get("base_config", {}), **NUMPY_OFF}
+        kept = worker.run(ws.job(dataclasses.replace(opts, patches=Patches(config=cfg))), timeout=timeout,
+                          progress=lambda t: say(f"baseline census, NumPy calls left to Python: {t}")).census
+        if kept.error is None and kept.graph_count:   # (its outputs may differ: each trial is judged against eager)
+            base = FixReport.of(kept)
+            base.config["base_config"] = cfg
     base.census_seconds = time.perf_counter() - t0
     if base.config.get("grad_auto"):   # a training step: its trials run with autograd from the start
         opts = dataclasses.replace(opts, grad=True)

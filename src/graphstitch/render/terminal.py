@@ -288,6 +288,11 @@ def fixes(report: FixReport, console: Console | None = None, verbose: bool = Fal
                       "(Dynamo's default), so its outputs differed from eager. The census above keeps NumPy's "
                       "stream (torch._dynamo.config.use_numpy_random_stream = True: each draw is a break), and "
                       "every trial and patch below carries that line.[/]")
+    if report.config.get("base_config", {}).get("trace_numpy") is False:
+        console.print("\n[yellow]Compiled, the original failed in code that calls NumPy (Dynamo traces NumPy calls "
+                      "as tensor ops). The census above leaves NumPy calls to Python "
+                      "(torch._dynamo.config.trace_numpy = False: each call is a break), and every trial and patch "
+                      "below carries that line.[/]")
     if (hatch := report.config.get("base_hatch")):
         console.print(f"\n[yellow]Compiled, the original failed in {escape(hatch['function'])}() "
                       f"({escape(short_path(hatch['file']))}:{hatch['line']}): {escape(hatch['why'])}. The census above "
