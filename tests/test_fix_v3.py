@@ -1229,6 +1229,18 @@ def test_fix_all_starts_with_numpy_left_to_python_when_the_compiled_run_fails_in
     assert "\ntorch._dynamo.config.trace_numpy = False  # graphstitch fix\n" in files[str(RULES_SRC)]
 
 
+def test_fix_all_joins_a_rewrite_that_moved_its_break_to_the_rewrite_of_that_break():
+    # Keeping hot_mix's .item() as a tensor moves the break into boost_if_hot's `if`; as in
+    # `fix`, the rewrite joined to that `if`'s rewrite is tried next (before config flags).
+    from graphstitch.fix.fixall import fix_all
+    spec, root = f"{RULES_SRC}:hot_levels", str(RULES_SRC.parent)
+    result, files = fix_all(spec, OPTS, jobs=2, timeout=300, project_root=root, max_rounds=3)
+    assert [s.candidate for s in result.steps] == \
+        ["keep the tensor instead of item(), then returns on both paths -> return torch.where(...)"], result.steps
+    assert result.verified and result.final.sites == 0, (result.why_not, result.remaining)
+    assert "level = x.abs().mean()  # HOT_ITEM" in files[str(RULES_SRC)], files[str(RULES_SRC)][-1500:]
+
+
 def test_fix_all_grows_a_split_whose_part_breaks_anew():
     from graphstitch.fix.fixall import fix_all
     spec, root = f"{RULES_SRC}:built_chain", str(RULES_SRC.parent)

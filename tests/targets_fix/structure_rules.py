@@ -1389,3 +1389,20 @@ def sparse_degrees():
     rng = np.random.RandomState(3)
     return [(degree_weighted, (torch.randn(n, 3), sp.csr_matrix((rng.rand(n, n) > 0.5).astype(np.float64))), {})
             for n in (5, 7)]
+
+
+def boost_if_hot(level, y):
+    if level > 0.8:  # HOT_TEST (a tensor here once the caller's .item() is kept as one)
+        return y * 2
+    return y - 1
+
+
+def hot_mix(x, w):
+    level = x.abs().mean().item()  # HOT_ITEM
+    return torch.tanh(boost_if_hot(level, x @ w))
+
+
+def hot_levels():
+    torch.manual_seed(0)
+    w = torch.randn(4, 4)
+    return [(hot_mix, (torch.randn(3, 4), w), {}), (hot_mix, (torch.randn(3, 4) * 0.1, w), {})]

@@ -39,6 +39,7 @@ from .trials import (
     Counts,
     Fix,
     Unreproduced,
+    chained,
     crash_hatch,
     draws_numpy_random,
     evaluate,
@@ -197,6 +198,7 @@ def fix_all(spec: str, opts: Options, *, jobs: int = 2, timeout: float | None = 
     grown_rounds: Counter[str] = Counter()
     done: dict[str, str] = {}        # site identity text -> why nothing verified (rewrites, then flags and hatches)
     flags_next: dict[str, str] = {}  # site identity text -> why no rewrite verified: its flags and hatches come next
+    joins: dict[str, list[Candidate]] = {}   # site identity text -> its rewrite joined to one for the break it moved
     rounds = 0
 
     def read_patched(path: str) -> str:   # the text the current census's lines refer to
@@ -208,6 +210,9 @@ def fix_all(spec: str, opts: Options, *, jobs: int = 2, timeout: float | None = 
         for s in cur.sites:
             key = str(s.id)
             if key in done:
+                continue
+            if key in joins:   # (trials.chained) tried before its flags and hatches
+                pairs += [(s, c) for c in joins.pop(key)]
                 continue
             if key not in flags_next:
                 props, refused = proposals(s, ws.project, target_file=tfile, factory=factory, overlay=overlay,
@@ -246,6 +251,13 @@ def fix_all(spec: str, opts: Options, *, jobs: int = 2, timeout: float | None = 
         refuse_unreproduced([f for f, _ in results], shaky)
         ranked = rank([f for f, _ in results])
         best = next((f for f in ranked if f.verified), None)
+        # A rewrite that moved its break into code it feeds goes on, joined (as `fix` does), next round.
+        firsts = [k for k, (_, c) in enumerate(pairs) if c.rewrite is not None and "+" not in c.rewrite.rule]
+        for s, c in chained([pairs[k] for k in firsts], [results[k][0] for k in firsts],
+                            {pairs[k][1].key: results[k][1] for k in firsts}, cur, ws.project, tfile, factory,
+                            overlay=overlay):
+            if str(s.id) not in second and not any(f.verified for f in ranked if f.site == s.id):
+                joins.setdefault(str(s.id), []).append(c)
         for s in {p[0].id: p[0] for p in pairs}.values():
             key = str(s.id)
             if any(f.verified for f in ranked if f.site == s.id):
@@ -260,8 +272,8 @@ def fix_all(spec: str, opts: Options, *, jobs: int = 2, timeout: float | None = 
                 grow[key] = grow.get(key, frozenset()) | more_code
             elif key in second:
                 done[key] = f"{flags_next[key]}; {why}"
-            else:
-                flags_next[key] = why
+            else:   # (a join, if any, is tried first)
+                flags_next[key] = f"{flags_next[key]}; {why}" if key in flags_next else why
         if best is None:
             continue   # sites whose rewrites failed this round get their flags and hatches next
         i = next(k for k, (f, _) in enumerate(results) if f is best)

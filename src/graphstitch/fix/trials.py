@@ -422,10 +422,10 @@ THEN = ", then "   # joins the labels of a joined rewrite's two steps
 
 
 def joined(rw: Rewrite, base: Census, trial: Census, root: str | None, tfile: str | None,
-           factory: str) -> list[Rewrite]:
+           factory: str, overlay: dict[str, str] | None = None) -> list[Rewrite]:
     """RW joined to each proposal of the rules for a break it moved into code it feeds (TRIAL
-    is RW's census): on the patched text, one patch each. Splits and upstream patches are
-    not joined."""
+    is RW's census): on the patched text (RW's files over OVERLAY, `--all`'s steps so far),
+    one patch each. Splits and upstream patches are not joined."""
     out: list[Rewrite] = []
     for n in new_breaks(base, trial):
         text = next((t for p, t in rw.files.items() if os.path.realpath(p) == os.path.realpath(n.file)), None)
@@ -433,7 +433,7 @@ def joined(rw: Rewrite, base: Census, trial: Census, root: str | None, tfile: st
         if line is None:
             continue
         props, _ = proposals(dataclasses.replace(n, line=line), root, target_file=tfile, factory=factory,
-                             overlay=dict(rw.files), sites=trial.sites)
+                             overlay={**(overlay or {}), **rw.files}, sites=trial.sites)
         for p in props:
             if p.upstream or p.strategy == "split":
                 continue
@@ -444,7 +444,8 @@ def joined(rw: Rewrite, base: Census, trial: Census, root: str | None, tfile: st
 
 
 def chained(first: list[tuple[Site, Candidate]], fixes: list[Fix], trials: dict[str, Census], base: Census,
-            root: str | None, tfile: str | None, factory: str, per_site: int = 3) -> list[tuple[Site, Candidate]]:
+            root: str | None, tfile: str | None, factory: str, per_site: int = 3,
+            overlay: dict[str, str] | None = None) -> list[tuple[Site, Candidate]]:
     """A rewrite that removed its site but moved the break to code it feeds (a count kept as
     ``int(...)`` breaks where it is used; a value kept as a tensor breaks at the `if` that
     tests it) goes on with ``joined``: one patch, judged for the original site like any
@@ -455,7 +456,7 @@ def chained(first: list[tuple[Site, Candidate]], fixes: list[Fix], trials: dict[
         if rw is None or f.verified or not f.site_gone or not f.new_sites or f.new_skipped_frames or rw.upstream:
             continue
         mine = sum(x.id == s.id for x, _ in out)
-        for both in joined(rw, base, trials[c.key], root, tfile, factory)[:max(0, per_site - mine)]:
+        for both in joined(rw, base, trials[c.key], root, tfile, factory, overlay)[:max(0, per_site - mine)]:
             out.append((s, Candidate(both.strategy, both.label, Patches(), both)))
     return out
 
