@@ -276,6 +276,7 @@ def fix_all(spec: str, opts: Options, *, jobs: int = 2, timeout: float | None = 
                 flags_next[key] = f"{flags_next[key]}; {why}" if key in flags_next else why
         if best is None:
             continue   # sites whose rewrites failed this round get their flags and hatches next
+        joins.clear()   # proposed on the texts before this step: their files would undo it
         i = next(k for k, (f, _) in enumerate(results) if f is best)
         cand = pairs[i][1]
         assert cand.rewrite is not None
