@@ -1248,3 +1248,25 @@ def test_fix_all_grows_a_split_whose_part_breaks_anew():
     seed, show = marked_line(RULES_SRC, "CHAIN_SEED"), marked_line(RULES_SRC, "CHAIN_PRINT")
     assert any(f"runs line {seed}–{show - 1} eagerly" in s.candidate for s in result.steps), result.steps
     assert result.verified and result.final.sites == 0, (result.why_not, result.remaining)
+
+
+def test_repeat_baseline_censuses_that_fail_are_reported_not_dropped(tmp_path, monkeypatch):
+    # timed_report reads a clock, so fix censuses the unchanged code again (CLOCK_REPEATS);
+    # once_only cannot be loaded in a second process, so those repeats fail. Their sites were
+    # not compared: the report says so instead of "reproduced".
+    import io
+
+    from rich.console import Console
+
+    from graphstitch.fix.trials import CLOCK_REPEATS
+    from graphstitch.render.terminal import fixes
+    monkeypatch.setenv("GRAPHSTITCH_TEST_MARK_DIR", str(tmp_path))
+    spec, root = f"{RULES_SRC}:once_only", str(RULES_SRC.parent)
+    report = run_fix(spec, OPTS, jobs=1, kinds={"config"}, project_root=root)
+    show = marked_line(RULES_SRC, "TIMED_PRINT")   # the clock reads (GB0007) and the print (GB0059)
+    assert sorted((s.gb_id, s.file, s.line) for s in report.sites) == \
+        [("GB0007", str(RULES_SRC), show - 2), ("GB0007", str(RULES_SRC), show), ("GB0059", str(RULES_SRC), show)]
+    assert report.repeats_failed == CLOCK_REPEATS
+    out = io.StringIO()
+    fixes(report, Console(file=out, width=120))
+    assert "Reproducibility not fully checked" in out.getvalue()

@@ -2,6 +2,7 @@
 Written for the tests, not taken from the corpus: the names here are deliberately unlike
 those of the fix corpus and the unseen set."""
 import io
+import os
 import time
 import warnings
 
@@ -1406,3 +1407,26 @@ def hot_levels():
     torch.manual_seed(0)
     w = torch.randn(4, 4)
     return [(hot_mix, (torch.randn(3, 4), w), {}), (hot_mix, (torch.randn(3, 4) * 0.1, w), {})]
+
+
+_MADE_MARK = False
+
+
+def timed_report(x):
+    t0 = time.perf_counter()
+    y = x.cos().sum()
+    print("step took", round(time.perf_counter() - t0) * 0)  # TIMED_PRINT
+    return y * 2
+
+
+def once_only():
+    # Runs in the first process that builds it; any later process (a repeat census) fails to
+    # load it: a repeat census that cannot run to the end, made on purpose.
+    global _MADE_MARK
+    mark = os.path.join(os.environ["GRAPHSTITCH_TEST_MARK_DIR"], "built")
+    if os.path.exists(mark) and not _MADE_MARK:
+        raise RuntimeError("built once already, in another process")
+    if not _MADE_MARK:
+        open(mark, "w").close()
+        _MADE_MARK = True
+    return [(timed_report, (torch.randn(5),), {})]
