@@ -1270,3 +1270,18 @@ def test_repeat_baseline_censuses_that_fail_are_reported_not_dropped(tmp_path, m
     out = io.StringIO()
     fixes(report, Console(file=out, width=120))
     assert "Reproducibility not fully checked" in out.getvalue()
+
+
+def test_a_split_whose_compiled_part_dynamo_now_skips_is_grown_by_the_loop_that_stopped_it():
+    # Before the split nothing after the training loop was traced (its print breaks in a loop:
+    # the frame is skipped). Split, the last part is traced and skipped at the lookup loop's
+    # int(k): the statement where its tracing stopped joins the gap, and that split verifies.
+    spec, root = f"{RULES_SRC}:named_epochs", str(RULES_SRC.parent)
+    report = run_fix(spec, OPTS, jobs=2, kinds={"caller"}, project_root=root)
+    seed, show, look = (marked_line(RULES_SRC, m) for m in ("NAMES_SEED", "NAMES_PRINT", "NAMES_LOOKUP"))
+    assert sorted((s.gb_id, s.line) for s in report.sites) == [("GB0007", seed), ("GB0124", show)]
+    plain = [f for f in report.fixes if f"runs line {seed}–{show} eagerly" in f.candidate]
+    assert plain and not any(f.verified for f in plain)
+    assert any("new skipped frame" in w for f in plain for w in f.why_not), [f.why_not for f in plain]
+    grown = [f for f in report.fixes if f.verified and f"runs lines {seed}–{show}, {look - 1}" in f.candidate]
+    assert {f.site.gb_id for f in grown} == {"GB0007", "GB0124"} and all(f.gap_code for f in grown)

@@ -1430,3 +1430,22 @@ def once_only():
         open(mark, "w").close()
         _MADE_MARK = True
     return [(timed_report, (torch.randn(5),), {})]
+
+
+def epoch_then_names(model, batches, names):
+    torch.manual_seed(0)  # NAMES_SEED
+    for x in batches:
+        loss = model(x).sum()
+        # a break in a loop: Dynamo skips the frame, and nothing after the loop is traced
+        print("loss", loss.item())  # NAMES_PRINT
+    y = model(batches[0])
+    labels = []
+    for k in y.argmax(-1):   # a break in a loop too, first traced once a split compiles this part
+        labels.append(names[int(k)])  # NAMES_LOOKUP
+    return y.sum(), labels
+
+
+def named_epochs():
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 3)
+    return [(epoch_then_names, (model, [torch.randn(2, 4) for _ in range(2)], ["a", "b", "c"]), {})]

@@ -470,30 +470,33 @@ def moved_code(rw: Rewrite, base: Census, trial: Census, read: Reader = source_t
     """The lines (stripped text) where RW's trial broke anew, in a file RW patched: each frame
     of a new break there. A frame on a line the original file (READ) lacks (a part's
     ``return`` of an object Dynamo cannot rebuild) stands for its whole part: the first line
-    of each of the part's statements."""
+    of each of the part's statements. A part Dynamo now skips whole (a loop that breaks,
+    never traced before the split) counts by the frame of a break where its tracing stopped."""
     out: set[str] = set()
-    for n in new_breaks(base, trial):
-        for fr in _frames(n):
-            code = fr.code.strip()
-            text = next((t for p, t in rw.files.items() if os.path.realpath(p) == os.path.realpath(fr.file)), None)
-            if text is None or not code:
-                continue
-            orig = {ln.strip() for ln in read(fr.file).splitlines()}
-            if code in orig:
-                out.add(code)
-                continue
-            lines = text.splitlines()
-            at = [i for i, ln in enumerate(lines, 1) if ln.strip() == code]
-            try:
-                tree = ast.parse(text)
-            except SyntaxError:
-                continue
-            line = min(at, key=lambda i: abs(i - fr.line)) if at else fr.line
-            parts = [d for d in ast.walk(tree) if isinstance(d, (ast.FunctionDef, ast.AsyncFunctionDef))
-                     and d.lineno <= line <= (d.end_lineno or d.lineno)]
-            if parts:
-                part = max(parts, key=lambda d: d.lineno)
-                out |= {lines[st.lineno - 1].strip() for st in part.body} & orig
+    stopped = {(os.path.realpath(sk.file), sk.line) for sk in diff(base, trial).new_skipped}
+    frames = [fr for n in new_breaks(base, trial) for fr in _frames(n)] + \
+        [fr for s in trial.sites for fr in _frames(s) if (os.path.realpath(fr.file), fr.line) in stopped]
+    for fr in frames:
+        code = fr.code.strip()
+        text = next((t for p, t in rw.files.items() if os.path.realpath(p) == os.path.realpath(fr.file)), None)
+        if text is None or not code:
+            continue
+        orig = {ln.strip() for ln in read(fr.file).splitlines()}
+        if code in orig:
+            out.add(code)
+            continue
+        lines = text.splitlines()
+        at = [i for i, ln in enumerate(lines, 1) if ln.strip() == code]
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
+            continue
+        line = min(at, key=lambda i: abs(i - fr.line)) if at else fr.line
+        parts = [d for d in ast.walk(tree) if isinstance(d, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 and d.lineno <= line <= (d.end_lineno or d.lineno)]
+        if parts:
+            part = max(parts, key=lambda d: d.lineno)
+            out |= {lines[st.lineno - 1].strip() for st in part.body} & orig
     return frozenset(out)
 
 
@@ -505,7 +508,8 @@ def grown(tried: list[tuple[Site, Candidate, Fix]], trials: dict[str, Census], b
     out: list[tuple[Site, Candidate]] = []
     for s, c, f in tried:
         rw = c.rewrite
-        if rw is None or not tried_late(rw) or f.verified or f.error is not None or not f.new_sites:
+        if rw is None or not tried_late(rw) or f.verified or f.error is not None or \
+                not (f.new_sites or f.new_skipped_frames):
             continue
         more = moved_code(rw, base, trials[c.key]) - set(rw.gap_code)
         if not more:
