@@ -1244,7 +1244,7 @@ def test_fix_all_joins_a_rewrite_that_moved_its_break_to_the_rewrite_of_that_bre
 def test_fix_all_grows_a_split_whose_part_breaks_anew():
     from graphstitch.fix.fixall import fix_all
     spec, root = f"{RULES_SRC}:built_chain", str(RULES_SRC.parent)
-    result, _ = fix_all(spec, OPTS, jobs=2, timeout=300, project_root=root, max_rounds=4)
+    result, _ = fix_all(spec, OPTS, jobs=2, timeout=300, project_root=root, max_rounds=3)
     seed, show = marked_line(RULES_SRC, "CHAIN_SEED"), marked_line(RULES_SRC, "CHAIN_PRINT")
     assert any(f"runs line {seed}–{show - 1} eagerly" in s.candidate for s in result.steps), result.steps
     assert result.verified and result.final.sites == 0, (result.why_not, result.remaining)
