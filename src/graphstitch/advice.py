@@ -170,6 +170,26 @@ PLAYBOOKS: dict[str, dict[str, Any]] = {
 }
 
 
+# A call Dynamo skips that is host work by nature: RNG seeding and state, a clock, Python's
+# `random` (keyed by the function Dynamo's explanation names). It belongs to the caller,
+# not in a custom op: do it before the compiled call and pass the value in (fix's caller moves).
+_HOST_CALL = re.compile(r"function `(?:\w+\.)*(?:manual_seed|seed|initial_seed|get_rng_state|set_rng_state|"
+                        r"fork_rng)` in file|builtin `(?:time|_random|random|<unknown module>\.Random)\.")
+HOST_BOOK = _p("move_out", "A host-side call (RNG seeding or state, a clock, Python's `random`) inside the compiled "
+                           "region: Dynamo leaves it to Python, one break per call.",
+               "def step(x):\n    torch.manual_seed(0)\n    return model(x)",
+               "torch.manual_seed(0)   # in the caller, before the compiled call; a value it gave is passed in\n"
+               "y = compiled_step(x)", ("rewrite",))
+
+
+def _book(site: Site) -> dict[str, Any] | None:
+    """The curated text for this site: its GB id's playbook where that is about this site's
+    code, the host-call playbook for a host-side call Dynamo skips."""
+    if site.gb_id in ("GB0007", "GB0008") and _HOST_CALL.search(site.explanation or ""):
+        return HOST_BOOK
+    return PLAYBOOKS.get(site.gb_id) if _fits(site) else None
+
+
 def _loop_at(site: Site) -> str:
     """Where the loop is when the break is in a function it calls: the calling line in the
     frame Dynamo skipped (``nesting_depth`` frames up from the break)."""
@@ -199,8 +219,8 @@ def advice_for(site: Site) -> list[Advice]:
     gid = site.gb_id
     entry = gb_registry().get(gid, {})
     where = _where(site)
-    book = PLAYBOOKS.get(gid) if _fits(site) else None
-    fam = strategy_for(gid, entry) if _fits(site) else "rewrite"
+    book = _book(site)
+    fam = book["strategy"] if book is not None else strategy_for(gid, entry) if _fits(site) else "rewrite"
     out: list[Advice] = []
     if book is not None:
         first = book["after"].splitlines()[0].split("  #")[0].strip()
@@ -314,16 +334,18 @@ def _fits(site: Site) -> bool:
 def next_step_for(site: Site, target: str | None, rerun: str | None = None) -> NextStep:
     """One recommended action and the command that proves it (`graphstitch fix` verifies it).
     RERUN: the command that made this census when it has no TARGET to fix (`run SCRIPT`)."""
-    book = PLAYBOOKS.get(site.gb_id) if _fits(site) else None
+    book = _book(site)
     owner = site.owner
     at = (f"{owner.owner.name}() at {os.path.basename(owner.owner.file)}:{owner.owner.line}"
           if owner is not None else f"{site.name}() at {os.path.basename(site.file)}:{site.line}")
-    fam = strategy_for(site.gb_id) if _fits(site) else "rewrite"
+    fam = book["strategy"] if book is not None else strategy_for(site.gb_id) if _fits(site) else "rewrite"
     if site.frame_skipped and site.gb_id != "GB7000":
         # As in advice_for: only a GB7000 in the chain says "loop" (a `with` block, a nested call
         # whose frame cannot resume, ... skip a frame too).
         why = f"it is in a loop{_loop_at(site)}" if "GB7000" in site.gb_chain else "Dynamo skipped its frame here"
         action = f"Fix this break first in {at}: {why}, so its whole frame runs eager"
+    elif book is HOST_BOOK:
+        action = f"In {at}: do this in the caller, before the compiled call, and pass what it gives in"
     elif site.gb_id in NEXT and _fits(site):
         action = f"In {at}: {NEXT[site.gb_id]}"
     elif book is not None:
@@ -338,7 +360,8 @@ def next_step_for(site: Site, target: str | None, rerun: str | None = None) -> N
     # `fix` can try something only for a config flag, or a wrapper on a function called
     # from the compiled one (fix/candidates.py: the compiled entry itself is never wrapped).
     # A break directly in the compiled function is an edit; a census after it proves it.
-    if site.nesting_depth > 1 or fam in ("config", "print_hop"):
+    # fix's caller moves take a host-side call out whatever the depth.
+    if site.nesting_depth > 1 or fam in ("config", "print_hop") or book is HOST_BOOK:
         selector = f"{gb_text(site.gb_id)} {site.id.path}:{site.line}"
         command = f"graphstitch fix {spec} --site {shlex.quote(selector)}"
     else:
