@@ -1287,3 +1287,17 @@ def test_a_split_whose_compiled_part_dynamo_now_skips_is_grown_by_the_loop_that_
     assert any("new skipped frame" in w for f in plain for w in f.why_not), [f.why_not for f in plain]
     grown = [f for f in report.fixes if f.verified and f"runs lines {seed}–{show}, {look - 1}" in f.candidate]
     assert {f.site.gb_id for f in grown} == {"GB0007", "GB0124"} and all(f.gap_code for f in grown)
+
+
+def test_a_run_time_hatch_on_a_baseline_with_its_own_hatch_wraps_the_function_in_the_patched_copy():
+    # The baseline disables rows_tensor() (the compiled run fails in it) in a patched copy of the
+    # file, which the trial's module is loaded from, with the lines below it moved: a run-time
+    # hatch on scale_down() must find the function there (it failed with "no loaded module").
+    spec, root = f"{RULES_SRC}:crashing_then_scaling", str(RULES_SRC.parent)
+    report = run_fix(spec, OPTS, jobs=1, kinds={"leaf_function"}, project_root=root)
+    assert report.error is None and report.config["base_hatch"]["function"] == "rows_tensor"
+    line = marked_line(RULES_SRC, "HATCHED_ITEM")
+    site = next(s for s in report.sites if (s.file, s.line) == (str(RULES_SRC), line))
+    mine = report.fixes_for(site.id)
+    assert [f.candidate for f in mine] == ["leaf_function on scale_down()"], [(f.candidate, f.why_not) for f in mine]
+    assert mine[0].verified, mine[0].why_not

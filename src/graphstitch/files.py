@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import difflib
 import errno
 import functools
 import hashlib
@@ -154,6 +155,17 @@ def read_source(path: str | os.PathLike[str]) -> tuple[str, SourceFormat]:
 def source_text(path: str | os.PathLike[str]) -> str:
     """A Python file's text, ``\\n`` line endings (see :func:`read_source`)."""
     return read_source(path)[0]
+
+
+def line_map(old: str, new: str) -> dict[int, int]:
+    """New line number -> old line number for lines the patch did not touch."""
+    sm = difflib.SequenceMatcher(a=old.splitlines(), b=new.splitlines(), autojunk=False)
+    out: dict[int, int] = {}
+    for tag, i1, i2, j1, _ in sm.get_opcodes():
+        if tag == "equal":
+            for k in range(i2 - i1):
+                out[j1 + k + 1] = i1 + k + 1
+    return out
 
 
 # CPython before 3.12.4 keeps ast.parse's recursion count in interpreter-wide state: a

@@ -1449,3 +1449,17 @@ def named_epochs():
     torch.manual_seed(0)
     model = torch.nn.Linear(4, 3)
     return [(epoch_then_names, (model, [torch.randn(2, 4) for _ in range(2)], ["a", "b", "c"]), {})]
+
+
+def scale_down(h):
+    s = float(h.abs().max())  # HATCHED_ITEM
+    return h.cos() / s
+
+
+def rows_then_scale(x, rows):
+    t = rows_tensor(rows)   # (the compiled run fails in it: the baseline disables it, in a patched copy)
+    return scale_down(x.sin() * t.sum())
+
+
+def crashing_then_scaling():
+    return [(rows_then_scale, (torch.randn(3), np.random.RandomState(1).rand(2, 3)), {})]

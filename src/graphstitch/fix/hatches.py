@@ -6,6 +6,7 @@ before the target is compiled (run inside the trial's worker, with torch).
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import os
 import re
@@ -13,6 +14,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from ..files import line_map, source_text
 from ..paths import is_torch_file_path
 from ..targets import Call, Options, Wrap
 
@@ -20,7 +22,15 @@ from ..targets import Call, Options, Wrap
 def install(calls: list[Call], options: Options) -> dict[str, Any]:
     """Install the trial's wrapper; returns the config note (which function was wrapped)."""
     assert options.patches is not None and options.patches.wrap is not None
-    return {"wrapped": install_wrapper(options.patches.wrap, calls)}
+    wrap = options.patches.wrap
+    copy = options.overlay.get(os.path.realpath(wrap.file))
+    if copy is not None:
+        # The file is patched in this trial (a baseline's own hatch): its module was loaded
+        # from the copy, where the wrapped line may have moved.
+        back = line_map(source_text(wrap.file), source_text(copy))
+        line = next((new for new, old in back.items() if old == wrap.line), wrap.line)
+        wrap = dataclasses.replace(wrap, file=copy, line=line)
+    return {"wrapped": install_wrapper(wrap, calls)}
 
 
 def _find_function(file: str, function: str, line: int) -> tuple[Any, str, str, Callable[..., Any]]:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import procs, worker
-from ..files import encode_source, parse_python, read_source, source_text
+from ..files import encode_source, line_map, parse_python, read_source, source_text
 from ..model import Census, ErrorInfo, ErrorKind, FrameCompile, Graph, LimitHit, Site, SkippedFrame, StackEntry
 from ..paths import identity_path, in_project
 from ..targets import Options, Patches, target_root
@@ -89,7 +89,7 @@ class Workspace:
                 copies[real] = copy
             trial_opts = dataclasses.replace(opts, fresh=True, patches=patches, reference=self.spec, overlay=copies)
             back = {os.path.realpath(c): p for p, c in copies.items()}       # patched copy -> original
-            maps = {p: _line_map(source_text(p), text) for p, text in
+            maps = {p: line_map(source_text(p), text) for p, text in
                     ((os.path.realpath(k), t) for k, t in files.items())}   # original -> its line map
 
             def map_back(trial: Census, map_lines: bool) -> None:
@@ -134,17 +134,6 @@ class Workspace:
 
             yield worker.Job(spec=self.spec, options=trial_opts, project_root=self.id_root,
                              setup=self.job(trial_opts).setup), map_back
-
-
-def _line_map(old: str, new: str) -> dict[int, int]:
-    """New line number -> old line number for lines the patch did not touch."""
-    sm = difflib.SequenceMatcher(a=old.splitlines(), b=new.splitlines(), autojunk=False)
-    out: dict[int, int] = {}
-    for tag, i1, i2, j1, _ in sm.get_opcodes():
-        if tag == "equal":
-            for k in range(i2 - i1):
-                out[j1 + k + 1] = i1 + k + 1
-    return out
 
 
 def unified_diff(path: str, old: str, new: str, *, label: str | None = None, root: str | None = None) -> str:
