@@ -170,11 +170,12 @@ PLAYBOOKS: dict[str, dict[str, Any]] = {
 }
 
 
-# A call Dynamo skips that is host work by nature: RNG seeding and state, a clock, Python's
+# A call Dynamo skips that is host work by nature: RNG seeding and state, a clock read, Python's
 # `random` (keyed by the function Dynamo's explanation names). It belongs to the caller,
 # not in a custom op: do it before the compiled call and pass the value in (fix's caller moves).
 _HOST_CALL = re.compile(r"function `(?:\w+\.)*(?:manual_seed|seed|initial_seed|get_rng_state|set_rng_state|"
-                        r"fork_rng)` in file|builtin `(?:time|_random|random|<unknown module>\.Random)\.")
+                        r"fork_rng)` in file|builtin `(?:time\.(?:time|perf_counter|monotonic|process_time|"
+                        r"thread_time)(?:_ns)?\.|(?:_random|random|<unknown module>\.Random)\.)")
 HOST_BOOK = _p("move_out", "A host-side call (RNG seeding or state, a clock, Python's `random`) inside the compiled "
                            "region: Dynamo leaves it to Python, one break per call.",
                "def step(x):\n    torch.manual_seed(0)\n    return model(x)",
