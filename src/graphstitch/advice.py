@@ -358,10 +358,10 @@ def next_step_for(site: Site, target: str | None, rerun: str | None = None) -> N
     if rerun is not None:   # a script: fix needs a factory; running it again proves the edit
         return NextStep(action + "; then the census shows the site gone", rerun, DIFFERS.get(site.gb_id, "") if _fits(site) else "")
     spec = shlex.quote(target or "TARGET")
-    # `fix` can try something only for a config flag, or a wrapper on a function called
-    # from the compiled one (fix/candidates.py: the compiled entry itself is never wrapped).
-    # A break directly in the compiled function is an edit; a census after it proves it.
-    # fix's caller moves take a host-side call out whatever the depth.
+    # `fix --site` for a config flag, a wrapper on a function called from the compiled one
+    # (the compiled entry itself is never wrapped), or a host-side call (its caller moves work
+    # at any depth); any other break directly in the compiled function is an edit that a
+    # census after it proves.
     if site.nesting_depth > 1 or fam in ("config", "print_hop") or book is HOST_BOOK:
         selector = f"{gb_text(site.gb_id)} {site.id.path}:{site.line}"
         command = f"graphstitch fix {spec} --site {shlex.quote(selector)}"
