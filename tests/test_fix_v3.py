@@ -1289,6 +1289,23 @@ def test_a_split_whose_compiled_part_dynamo_now_skips_is_grown_by_the_loop_that_
     assert {f.site.gb_id for f in grown} == {"GB0007", "GB0124"} and all(f.gap_code for f in grown)
 
 
+
+def test_a_split_whose_compiled_part_dynamo_fails_on_is_grown_by_the_failing_statement():
+    # The split's part between the optimizer and the print returns an object built from a
+    # parameter generator: Dynamo fails compiling it (an internal error, not a break). That
+    # statement joins the gap, and the grown split verifies; the trial's error names the user's file.
+    spec, root = f"{RULES_SRC}:shadowing", str(RULES_SRC.parent)
+    report = run_fix(spec, OPTS, jobs=2, kinds={"caller"}, project_root=root)
+    seed, opt, built, show = (marked_line(RULES_SRC, m) for m in ("SHADOW_SEED", "SHADOW_OPT", "SHADOW_BUILT",
+                                                                  "SHADOW_PRINT"))
+    assert ("GB0007", str(RULES_SRC), seed) in {(s.gb_id, s.file, s.line) for s in report.sites}
+    failed = [f for f in report.fixes if f"runs lines {seed}–{opt}, {show} eagerly" in f.candidate]
+    assert failed and all(f.error is not None and f.error.type == "InternalTorchDynamoError" for f in failed)
+    assert all(f.error.message.count(f'File "{RULES_SRC}"') for f in failed), failed[0].error.message
+    grown = [f for f in report.fixes if f.verified and f"runs line {seed}–{show} eagerly" in f.candidate]
+    assert built == show - 1 and {f.site for f in grown} == {s.id for s in report.sites}, report.fixes
+
+
 def test_a_run_time_hatch_on_a_baseline_with_its_own_hatch_wraps_the_function_in_the_patched_copy():
     # The baseline disables rows_tensor() (the compiled run fails in it) in a patched copy of the
     # file, which the trial's module is loaded from, with the lines below it moved: a run-time

@@ -468,14 +468,20 @@ def _parse_torch_version(dec: Decoder, meta: dict[str, Any], payload: str | None
 _USER_FRAME_RE = re.compile(r'^\s*File "([^"]+)", line (\d+)(?:, in (\S+))?[^\n]*(?:\n(?!\s*File ")([^\n]*))?', re.M)
 
 
+def error_frames(message: str) -> list[StackFrame]:
+    """The "from user code:" frames of a Dynamo error's text, outermost first, with their code
+    (none when the text has no such section)."""
+    _, sep, user = (message or "").partition("from user code:")
+    return [StackFrame(f, int(n), fn or "?", code.strip()) for f, n, fn, code in _USER_FRAME_RE.findall(user)] \
+        if sep else []
+
+
 @parser("artifact:dynamo_error", payload=True)
 def _parse_dynamo_error(dec: Decoder, meta: dict[str, Any], payload: str | None) -> Iterable[DecodedEvent]:
-    _, sep, user = (payload or "").partition("from user code:")
-    if not sep:
+    if "from user code:" not in (payload or ""):
         return ()
-    found = _USER_FRAME_RE.findall(user)
-    return (FrameError(compile_id_of(meta), [(f, int(n)) for f, n, _, _ in found],
-                       [StackFrame(f, int(n), fn or "?", code.strip()) for f, n, fn, code in found]),)
+    frames = error_frames(payload or "")
+    return (FrameError(compile_id_of(meta), [(f.file, f.line) for f in frames], frames),)
 
 
 @parser("graphstitch_graph", payload=False)

@@ -1463,3 +1463,33 @@ def rows_then_scale(x, rows):
 
 def crashing_then_scaling():
     return [(rows_then_scale, (torch.randn(3), np.random.RandomState(1).rand(2, 3)), {})]
+
+
+class Shadow:
+    """Keeps detached copies of the parameters it is given (as a moving average does)."""
+
+    def __init__(self, parameters):
+        self.copies = [p.clone().detach() for p in parameters if p.requires_grad]
+
+
+def make_optimizer(params):
+    return torch.optim.SGD(params, lr=0.1)
+
+
+def shadowed_steps(model, xs, seed):
+    torch.manual_seed(seed)  # SHADOW_SEED
+    # a generator argument to a call that breaks: Dynamo skips the frame from here on
+    optimizer = make_optimizer(model.parameters())  # SHADOW_OPT
+    # compiled in a split's part, returned to the eager print: an internal error of Dynamo's
+    shadow = Shadow(model.parameters())  # SHADOW_BUILT
+    print(f"shadowing {len(shadow.copies)} tensors")  # SHADOW_PRINT
+    out = []
+    for x in xs:
+        out.append((model(x) * 0.5).sum().detach())
+    return torch.stack(out), shadow.copies, len(optimizer.param_groups)
+
+
+def shadowing():
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 2)
+    return [(shadowed_steps, (model, [torch.randn(2, 3) for _ in range(2)], 1), {})]

@@ -44,6 +44,7 @@ from .trials import (
     draws_numpy_random,
     evaluate,
     fails_in_numpy,
+    may_grow,
     moved_code,
     new_breaks,
     proved,
@@ -266,8 +267,7 @@ def fix_all(spec: str, opts: Options, *, jobs: int = 2, timeout: float | None = 
             # A split that broke anew in one of its compiled parts is tried again, grown (trials.grown).
             more_code = frozenset().union(*(moved_code(c.rewrite, cur, t, read_patched) for (f, t), (_, c)
                                             in zip(results, pairs) if f.site == s.id and c.rewrite is not None
-                                            and tried_late(c.rewrite) and f.error is None
-                                            and (f.new_sites or f.new_skipped_frames)))
+                                            and tried_late(c.rewrite) and may_grow(f)))
             if key in second and more_code - grow.get(key, frozenset()) and grown_rounds[key] < GROW_ROUNDS:
                 grown_rounds[key] += 1
                 grow[key] = grow.get(key, frozenset()) | more_code

@@ -30,6 +30,7 @@ from ..files import file_hash, parse_python, reads_clock, source_text
 from ..model import CauseId, Census, ErrorInfo, ErrorKind, Site, SiteId, StackEntry
 from ..paths import in_project
 from ..perf.timing import LatencyStats
+from ..records import error_frames
 from ..targets import Options, Patches, target_file
 from .candidates import INVASIVENESS, Candidate, candidates, flags_together
 from .rules import STRATEGY_RANK, Rewrite, proposals, tried_late, user_frames
@@ -471,11 +472,19 @@ def moved_code(rw: Rewrite, base: Census, trial: Census, read: Reader = source_t
     of a new break there. A frame on a line the original file (READ) lacks (a part's
     ``return`` of an object Dynamo cannot rebuild) stands for its whole part: the first line
     of each of the part's statements. A part Dynamo now skips whole (a loop that breaks,
-    never traced before the split) counts by the frame of a break where its tracing stopped."""
+    never traced before the split) counts by the frame of a break where its tracing stopped,
+    and a part Dynamo failed compiling by the error's innermost frame in a patched file."""
     out: set[str] = set()
     stopped = {(os.path.realpath(sk.file), sk.line) for sk in diff(base, trial).new_skipped}
     frames = [fr for n in new_breaks(base, trial) for fr in _frames(n)] + \
         [fr for s in trial.sites for fr in _frames(s) if (os.path.realpath(fr.file), fr.line) in stopped]
+    # A compiled part Dynamo fails in (an internal error): the innermost user frame in a patched
+    # file (score-SDE's part returning an object built from a generator), unless the original
+    # failed there too.
+    mine, e = {os.path.realpath(p) for p in rw.files}, trial.error
+    failed = [fr for fr in error_frames(e.message) if os.path.realpath(fr.file) in mine] \
+        if e is not None and e.kind is ErrorKind.COMPILED and (base.error is None or base.error.where != e.where) else []
+    frames += [StackEntry(fr.file, fr.line, fr.function, fr.code) for fr in failed[-1:]]
     for fr in frames:
         code = fr.code.strip()
         text = next((t for p, t in rw.files.items() if os.path.realpath(p) == os.path.realpath(fr.file)), None)
@@ -500,16 +509,24 @@ def moved_code(rw: Rewrite, base: Census, trial: Census, read: Reader = source_t
     return frozenset(out)
 
 
+def may_grow(f: Fix) -> bool:
+    """Whether a split's trial F failed in one of its compiled parts (``moved_code`` says
+    where): it broke anew there (a new site or skipped frame), or Dynamo failed compiling it."""
+    if f.verified or f.error is not None and f.error.kind is not ErrorKind.COMPILED:
+        return False
+    return f.error is not None or bool(f.new_sites or f.new_skipped_frames)
+
+
 def grown(tried: list[tuple[Site, Candidate, Fix]], trials: dict[str, Census], base: Census, root: str | None,
           tfile: str | None, factory: str, per_site: int = 3) -> list[tuple[Site, Candidate]]:
     """Each split in TRIED whose trial broke anew in one of its compiled parts (an optimizer
     the gap made, used by a scheduler's constructor after it; a part returning loaders Dynamo
-    cannot rebuild), proposed again with those statements in its gap: what is not tried yet."""
+    cannot rebuild) or failed compiling one, proposed again with those statements in its gap:
+    what is not tried yet."""
     out: list[tuple[Site, Candidate]] = []
     for s, c, f in tried:
         rw = c.rewrite
-        if rw is None or not tried_late(rw) or f.verified or f.error is not None or \
-                not (f.new_sites or f.new_skipped_frames):
+        if rw is None or not tried_late(rw) or not may_grow(f):
             continue
         more = moved_code(rw, base, trials[c.key]) - set(rw.gap_code)
         if not more:
@@ -622,8 +639,7 @@ def fails_in_numpy(base: Census) -> bool:
     e = base.error
     if e is None or e.kind is not ErrorKind.COMPILED:
         return False
-    _, sep, frames = e.message.partition("from user code:")
-    return bool(sep) and _NUMPY_CALL.search(frames) is not None
+    return any(_NUMPY_CALL.search(fr.code) for fr in error_frames(e.message))
 
 
 def crash_hatch(base: Census, root: str | None) -> dict[str, Any] | None:

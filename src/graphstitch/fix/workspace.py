@@ -17,6 +17,7 @@ import contextlib
 import dataclasses
 import difflib
 import os
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,8 @@ from ..model import Census, ErrorInfo, ErrorKind, FrameCompile, Graph, LimitHit,
 from ..paths import identity_path, in_project
 from ..targets import Options, Patches, target_root
 from .rules import user_frames
+
+_FILE_LINE_RE = re.compile(r'File "([^"]+)", line (\d+)')
 
 
 @dataclass
@@ -123,6 +126,16 @@ class Workspace:
                         fc.last_line = None if fc.last_line is None else line(orig, fc.last_line)
                         for span in [*fc.traced, *fc.untraced]:
                             span.start, span.end = line(orig, span.start), line(orig, span.end)
+                # A failed run's error names the user's files too (a trial's part Dynamo failed in:
+                # trials.moved_code grows the split by it), like the sites' frames.
+                if (e := trial.error) is not None:
+                    def at(m: re.Match[str]) -> str:
+                        orig = back.get(os.path.realpath(m.group(1)))
+                        return m.group(0) if orig is None else f'File "{orig}", line {line(orig, int(m.group(2)))}'
+                    e.message = _FILE_LINE_RE.sub(at, e.message)
+                    path, _, n = (e.where or "").rpartition(":")
+                    if n.isdigit() and (orig := back.get(os.path.realpath(path))) is not None:
+                        e.where = f"{orig}:{line(orig, int(n))}"
                 # Recompile causes name their frame's file by identity path, and link the site.
                 paths = {identity_path(c, self.id_root): identity_path(o, self.id_root) for o, c in copies.items()}
                 for r in trial.recompiles:
