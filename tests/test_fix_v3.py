@@ -1246,7 +1246,7 @@ def test_fix_all_joins_a_rewrite_that_moved_its_break_to_the_rewrite_of_that_bre
 def test_fix_all_grows_a_split_whose_part_breaks_anew():
     from graphstitch.fix.fixall import fix_all
     spec, root = f"{RULES_SRC}:built_chain", str(RULES_SRC.parent)
-    result, _ = fix_all(spec, OPTS, jobs=2, timeout=300, project_root=root, max_rounds=3)
+    result, _ = fix_all(spec, OPTS, jobs=2, timeout=300, project_root=root, max_rounds=2)
     seed, show = marked_line(RULES_SRC, "CHAIN_SEED"), marked_line(RULES_SRC, "CHAIN_PRINT")
     assert any(f"runs line {seed}–{show - 1} eagerly" in s.candidate for s in result.steps), result.steps
     assert result.verified and result.final.sites == 0, (result.why_not, result.remaining)
@@ -1295,15 +1295,16 @@ def test_a_split_whose_compiled_part_dynamo_fails_on_is_grown_by_the_failing_sta
     # parameter generator: Dynamo fails compiling it (an internal error, not a break). That
     # statement joins the gap, and the grown split verifies; the trial's error names the user's file.
     spec, root = f"{RULES_SRC}:shadowing", str(RULES_SRC.parent)
-    report = run_fix(spec, OPTS, jobs=2, kinds={"caller"}, project_root=root)
     seed, opt, built, show = (marked_line(RULES_SRC, m) for m in ("SHADOW_SEED", "SHADOW_OPT", "SHADOW_BUILT",
                                                                   "SHADOW_PRINT"))
-    assert ("GB0007", str(RULES_SRC), seed) in {(s.gb_id, s.file, s.line) for s in report.sites}
+    report = run_fix(spec, OPTS, jobs=2, kinds={"caller"}, project_root=root, only=lambda s: s.line == seed)
+    site = next(s for s in report.sites if s.line == seed)
+    assert (site.gb_id, site.file) == ("GB0007", str(RULES_SRC))
     failed = [f for f in report.fixes if f"runs lines {seed}–{opt}, {show} eagerly" in f.candidate]
     assert failed and all(f.error is not None and f.error.type == "InternalTorchDynamoError" for f in failed)
     assert all(f.error.message.count(f'File "{RULES_SRC}"') for f in failed), failed[0].error.message
     grown = [f for f in report.fixes if f.verified and f"runs line {seed}–{show} eagerly" in f.candidate]
-    assert built == show - 1 and {f.site for f in grown} == {s.id for s in report.sites}, report.fixes
+    assert built == show - 1 and site.id in {f.site for f in grown}, report.fixes
 
 
 def test_a_run_time_hatch_on_a_baseline_with_its_own_hatch_wraps_the_function_in_the_patched_copy():
