@@ -717,6 +717,28 @@ def test_a_split_with_two_gaps_compiles_what_lies_between():
     assert f.verified and f.after.sites == 0 and f.side_effects_kept, f.why_not
 
 
+def test_a_split_that_keeps_the_loops_calls_compiled_ranks_before_the_all_eager_loop():
+    # Two splits verify for the report in the loop over cells: the whole loop as the gap (its
+    # graphs: the stem and the head, a few ops) and the loop kept in Python with each cell
+    # compiled (more graphs, most of the ops). Fewer graphs must not win: the first compiles
+    # less than half of what the second does.
+    from graphstitch.fix.trials import rank
+
+    base, site = _site_of(f"{RULES_SRC}:tower", "TOWER_REPORT", RULES_SRC)
+    assert (site.gb_id, site.file) == ("GB0124", str(RULES_SRC))
+    root = str(RULES_SRC.parent)
+    props, _ = proposals(site, root, target_file=str(RULES_SRC), factory="tower", sites=base.sites)
+    splits = [p for p in props if p.rule == "region-split"]
+    whole = next(p for p in splits if "in place" not in p.label)
+    kept = next(p for p in splits if "in place (its loop stays in Python" in p.label)
+    ws = Workspace(f"{RULES_SRC}:tower", root, root)
+    f_whole, f_kept = (evaluate(site, Candidate(p.strategy, p.label, Patches(), p), base, ws.census(OPTS, p.files, 300))
+                       for p in (whole, kept))
+    assert f_whole.verified and f_kept.verified, (f_whole.why_not, f_kept.why_not)
+    assert f_whole.after.graphs < f_kept.after.graphs and 2 * f_whole.after.ops < f_kept.after.ops
+    assert rank([f_whole, f_kept]) == [f_kept, f_whole]
+
+
 def test_a_callee_compiled_alone_is_split_at_the_function_the_user_compiled():
     # After the print breaks, the callee runs as its own compiled frame and the host read
     # there is a break of *that* entry, which no factory compiles: the split goes to the

@@ -1493,3 +1493,38 @@ def shadowing():
     torch.manual_seed(0)
     model = torch.nn.Linear(3, 2)
     return [(shadowed_steps, (model, [torch.randn(2, 3) for _ in range(2)], 1), {})]
+
+
+class Cell(torch.nn.Module):
+    def __init__(self, d=8):
+        super().__init__()
+        self.mix = torch.nn.Linear(d, d)
+        self.ln = torch.nn.LayerNorm(d)
+
+    def forward(self, z):
+        return self.ln(z + self.mix(z).relu())
+
+
+class Tower(torch.nn.Module):
+    """A loop over user-defined cells that reports each cell's output as a float: a split can
+    run the whole loop eagerly (few graphs, little compiled) or keep it in Python with each
+    cell compiled (more graphs, most of the code)."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = torch.nn.Linear(4, 8)
+        self.cells = torch.nn.ModuleList(Cell() for _ in range(3))
+        self.head = torch.nn.Linear(8, 2)
+
+    def forward(self, x):
+        z = self.stem(x)
+        for k, cell in enumerate(self.cells):
+            z = cell(z)
+            print("cell", k, float(z.abs().mean()))  # TOWER_REPORT
+        return self.head(z)
+
+
+def tower():
+    torch.manual_seed(0)
+    t = Tower()
+    return [(t, (torch.randn(2, 4),), {}), (t, (torch.randn(3, 4),), {})]

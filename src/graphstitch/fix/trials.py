@@ -72,11 +72,18 @@ class Counts:
     skipped_frames: int
     recompiles: int = 0       # in the first pass over the factory's calls
     limit_hits: int = 0
+    # How much code compiles: the ops of each compiled frame (its largest graph, so that a
+    # recompile does not count twice), summed over the frames.
+    ops: int = 0
 
     @classmethod
     def of(cls, c: Census) -> Counts:
+        per_frame: dict[tuple[str, int, str], int] = {}
+        for g in c.graphs:
+            key = (g.file, g.line, g.qualname or g.function)
+            per_frame[key] = max(per_frame.get(key, 0), g.op_count or 0)
         return cls(c.graph_count, len(c.sites), c.break_events, len(c.skipped_frames),
-                   c.first_pass_recompiles, len(c.limit_hits))
+                   c.first_pass_recompiles, len(c.limit_hits), sum(per_frame.values()))
 
 
 @dataclass
@@ -549,13 +556,19 @@ def _strategy_rank(f: Fix) -> float:
 
 def rank(fixes: list[Fix]) -> list[Fix]:
     """Per site (in census order): verified first, then patches to the project before upstream
-    ones, then by strategy, then fewest sites uncovered (left to fix), fewest graphs, least
-    invasive."""
+    ones, then by strategy, then those that keep at least half the compiled ops of the site's
+    best (a split whose gap holds a whole loop compiles fewer graphs than one that keeps the
+    loop in Python and compiles what it calls, but far less code), fewest sites uncovered
+    (left to fix), fewest graphs, least invasive."""
     order: dict[SiteId, int] = {}
+    most: dict[SiteId, int] = {}
     for f in fixes:
         order.setdefault(f.site, len(order))
+        if f.verified:
+            most[f.site] = max(most.get(f.site, 0), f.after.ops)
     return sorted(fixes, key=lambda f: (order[f.site], not f.verified, f.upstream, _strategy_rank(f),
-                                        len(f.uncovered), f.after.graphs, INVASIVENESS.get(f.kind, 9), f.candidate))
+                                        2 * f.after.ops < most.get(f.site, 0), len(f.uncovered), f.after.graphs,
+                                        INVASIVENESS.get(f.kind, 9), f.candidate))
 
 
 def also_removed(sites: list[Site], tried: list[tuple[Site, Candidate]], fixes: list[Fix], base: Census,
