@@ -227,11 +227,32 @@ def test_a_training_step_runs_again_with_autograd_instead_of_failing(tmp_path):
     back, report = marked_line(prog, "BACKWARD"), marked_line(prog, "GRAD_BREAK")
     assert sorted((s["gb_id"], s["line"]) for s in d["sites"]) == [("GB0059", report), ("GB0123", back),
                                                                    ("GB0124", report)]
-    assert "the target calls backward()" in " ".join(p.stdout.split())
+    assert "the target needs autograd (backward(), a gradient hook)" in " ".join(p.stdout.split())
     # Asked for explicitly, it runs once, and says only that autograd is on.
     p = gs("census", f"{prog}:target", "--grad", "--json", out, cwd=tmp_path)
     d = json.loads(out.read_text())
     assert p.returncode == 0 and d["config"]["grad"] is True and "grad_auto" not in d["config"]
+
+
+def test_a_gradient_hook_on_an_activation_runs_again_with_autograd(tmp_path):
+    # Saliency code registers a hook on an activation before it calls backward(): under the
+    # default no_grad the activation does not require grad, and register_hook raises first.
+    prog = tmp_path / "saliency.py"
+    prog.write_text(
+        "import torch\n\n\nclass Saliency:\n    def __init__(self, net):\n        self.net, self.seen = net, []\n\n"
+        "    def keep(self, g):\n        self.seen.append(g)\n\n"
+        "    def __call__(self, x):\n        act = self.net[0](x)\n        act.register_hook(self.keep)\n"
+        "        self.net[1](act).sum().backward()  # SAL_BACKWARD\n        return self.seen[-1].abs().mean(1)\n\n\n"
+        "def target():\n    torch.manual_seed(0)\n"
+        "    net = torch.nn.Sequential(torch.nn.Linear(3, 5), torch.nn.Linear(5, 1))\n"
+        "    return [(Saliency(net), (torch.randn(4, 3),), {})]\n")
+    out = tmp_path / "c.json"
+    p = gs("census", f"{prog}:target", "--json", out, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-2000:]
+    d = assert_valid("census", json.loads(out.read_text()))
+    assert d["error"] is None and d["config"]["grad_auto"] is True
+    assert ("GB0123", str(prog), marked_line(prog, "SAL_BACKWARD")) in \
+        [(s["gb_id"], s["file"], s["line"]) for s in d["sites"]], d["sites"]
 
 
 def test_printed_clock_numbers_are_compared_masked_when_the_compiled_side_varies_and_eager_happens_not_to():

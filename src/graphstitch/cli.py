@@ -156,7 +156,7 @@ def compile_options(f: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--dynamic", type=click.Choice(["auto", "true", "false"]), default="auto", show_default=True,
                      help="torch.compile(dynamic=...): auto = None (automatic dynamic shapes after a recompile)."),
         click.option("--grad", is_flag=True, help="Run the calls with autograd enabled (default: under torch.no_grad(); a "
-                          "target that calls backward() there runs again with autograd by itself)."),
+                          "target that calls backward() or registers a gradient hook there runs again with autograd by itself)."),
         click.option("--no-eager-check", is_flag=True, help="Skip running the calls eagerly to compare outputs."),
     ]
     for o in reversed(opts):
@@ -783,7 +783,7 @@ Exit codes:
                    "at run time, so they are reported, never written).")
 @click.option("--diff", "show_diff", is_flag=True, help="Print a unified diff making the best verified candidate permanent.")
 @click.option("--apply", "do_apply", is_flag=True, help="Write that patch (after re-verifying it on a patched copy); keeps FILE.graphstitch.bak.")
-@click.option("--grad", is_flag=True, help="Run the calls with autograd enabled (a target that calls backward() "
+@click.option("--grad", is_flag=True, help="Run the calls with autograd enabled (a target that calls backward() or registers a gradient hook "
               "gets it by itself).")
 @click.option("--timeout", type=click.FloatRange(min=0), default=DEFAULT_TIMEOUT,
               help=f"Kill one census (the baseline, a trial) after S seconds. {TIMEOUT_HELP}")

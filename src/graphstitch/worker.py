@@ -173,15 +173,20 @@ def read_outcome(files: Files, exit_code: int, died: ErrorInfo | None, *, target
     return Outcome(census, exit_code, data, died, finished, output)
 
 
-# What autograd says when a target calls backward() under the census's default no_grad.
-_NEEDS_AUTOGRAD = "does not require grad and does not have a grad_fn"
+# What autograd says when a target needs it under the census's default no_grad: backward()
+# (a training step), a gradient hook registered on an activation (Grad-CAM and other saliency
+# code registers it before it calls backward), torch.autograd.grad.
+_NEEDS_AUTOGRAD = ("does not require grad and does not have a grad_fn",
+                   "cannot register a hook on a tensor that doesn't require gradient",
+                   "One of the differentiated Tensors does not require grad")
 
 
 def needs_autograd(census: Census, options: Options) -> bool:
     """Did the target fail eagerly only because its calls ran without autograd (a training
     step calls backward() under the default torch.no_grad())?"""
     e = census.error
-    return not options.grad and e is not None and e.kind is ErrorKind.EAGER and _NEEDS_AUTOGRAD in e.message
+    return not options.grad and e is not None and e.kind is ErrorKind.EAGER and \
+        any(m in e.message for m in _NEEDS_AUTOGRAD)
 
 
 def run(job: Job, *, timeout: float | None = None, pythonpath: Sequence[str] = (),
@@ -191,8 +196,8 @@ def run(job: Job, *, timeout: float | None = None, pythonpath: Sequence[str] = (
         progress: Callable[[str], None] | None = None) -> Outcome:
     """Run JOB in a fresh child (or in WARM, a child from :func:`prestart`) and read what it
     left. Never raises for the child's failures: they are ``Outcome.error``. PROGRESS gets
-    the child's phase whenever it changes. A target that calls backward() fails without
-    autograd: it runs again, in a fresh child, with autograd on (as ``--grad``), and its
+    the child's phase whenever it changes. A target that calls backward() (or registers a
+    gradient hook) fails without autograd: it runs again, in a fresh child, with autograd on (as ``--grad``), and its
     census says so (``config.grad_auto``)."""
     once = functools.partial(_run_once, timeout=timeout, pythonpath=pythonpath, stdout=stdout, stderr=stderr,
                              inductor_cache=inductor_cache, own_cache=own_cache, own_session=own_session,
@@ -200,7 +205,7 @@ def run(job: Job, *, timeout: float | None = None, pythonpath: Sequence[str] = (
     out = once(job, warm=warm)
     if job.handler == Job.handler and needs_autograd(out.census, job.options):   # census jobs (not scripts, sweeps)
         if progress is not None:
-            progress("the target calls backward(): again with autograd on")
+            progress("the target needs autograd (backward(), a gradient hook): again with autograd on")
         out = once(dataclasses.replace(job, options=dataclasses.replace(job.options, grad=True)))
         out.census.config["grad_auto"] = True
     return out

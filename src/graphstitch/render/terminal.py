@@ -144,7 +144,7 @@ def census(c: Census, console: Console | None = None, full_stack: bool = False, 
     if c.calls:
         bits.append(f"{c.calls} call{'s' if c.calls != 1 else ''}")
     if cfg.get("grad_auto"):
-        bits.append("autograd on: the target calls backward(), so it ran again as with --grad")
+        bits.append("autograd on: the target needs autograd (backward(), a gradient hook), so it ran again as with --grad")
     elif cfg.get("grad"):
         bits.append("autograd on (--grad)")
     console.print(head)
