@@ -737,6 +737,11 @@ def test_a_split_that_keeps_the_loops_calls_compiled_ranks_before_the_all_eager_
     assert f_whole.verified and f_kept.verified, (f_whole.why_not, f_kept.why_not)
     assert f_whole.after.graphs < f_kept.after.graphs and 2 * f_whole.after.ops < f_kept.after.ops
     assert rank([f_whole, f_kept]) == [f_kept, f_whole]
+    # The comparison is within a strategy: a rewrite of the site that compiles far more does not
+    # demote both splits to where the graph count decides between them again.
+    bigger = dataclasses.replace(f_kept, strategy="rewrite", candidate="rewrite",
+                                 after=dataclasses.replace(f_kept.after, ops=4 * f_kept.after.ops))
+    assert rank([f_whole, f_kept, bigger]) == [bigger, f_kept, f_whole]
 
 
 def test_a_callee_compiled_alone_is_split_at_the_function_the_user_compiled():

@@ -557,18 +557,21 @@ def _strategy_rank(f: Fix) -> float:
 def rank(fixes: list[Fix]) -> list[Fix]:
     """Per site (in census order): verified first, then patches to the project before upstream
     ones, then by strategy, then those that keep at least half the compiled ops of the site's
-    best (a split whose gap holds a whole loop compiles fewer graphs than one that keeps the
-    loop in Python and compiles what it calls, but far less code), fewest sites uncovered
-    (left to fix), fewest graphs, least invasive."""
+    best of the same strategy (a split whose gap holds a whole loop compiles fewer graphs than
+    one that keeps the loop in Python and compiles what it calls, but far less code; a rewrite
+    that compiles more does not demote every split), fewest sites uncovered (left to fix),
+    fewest graphs, least invasive."""
     order: dict[SiteId, int] = {}
-    most: dict[SiteId, int] = {}
+    most: dict[tuple[SiteId, int], int] = {}
     for f in fixes:
         order.setdefault(f.site, len(order))
         if f.verified:
-            most[f.site] = max(most.get(f.site, 0), f.after.ops)
+            k = (f.site, _strategy_rank(f))
+            most[k] = max(most.get(k, 0), f.after.ops)
     return sorted(fixes, key=lambda f: (order[f.site], not f.verified, f.upstream, _strategy_rank(f),
-                                        2 * f.after.ops < most.get(f.site, 0), len(f.uncovered), f.after.graphs,
-                                        INVASIVENESS.get(f.kind, 9), f.candidate))
+                                        2 * f.after.ops < most.get((f.site, _strategy_rank(f)), 0),
+                                        len(f.uncovered), f.after.graphs, INVASIVENESS.get(f.kind, 9),
+                                        f.candidate))
 
 
 def also_removed(sites: list[Site], tried: list[tuple[Site, Candidate]], fixes: list[Fix], base: Census,
