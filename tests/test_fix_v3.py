@@ -1057,13 +1057,15 @@ def test_a_report_call_in_an_inlined_function_is_not_deferred():
     _refused_only("boarded_inner", "BOARD_INNER", "GB0124", "report-defer", "inlined")
 
 
-@pytest.mark.parametrize(("factory", "tag"), [("amp_step", "AMP_ITEM"), ("implicit_dim", "IMPLICIT_ITEM")])
+@pytest.mark.parametrize(("factory", "tag"), [("amp_step", "AMP_ITEM"), ("implicit_dim", "IMPLICIT_ITEM"),
+                                              ("copied_offsets", "COPIED_ITEM")])
 def test_a_warning_torch_gives_about_the_users_call_is_not_a_side_effect_to_keep(factory, tag):
     # Both name the user's line on every eager call; compiled, Dynamo emits them while tracing
     # only. amp_step: torch.cuda.amp.autocast()'s FutureWarning (a deprecation notice);
     # implicit_dim: F.log_softmax(x) without dim, a UserWarning torch emits (the frame that
-    # called warn is torch's). A fix for the .item() must not be refused as "side effect
-    # lost" for them (a user's own UserWarning still counts: warnings_warn).
+    # called warn is torch's); copied_offsets: `t.new_tensor(t2)`, a C op's own UserWarning
+    # (the user's frame calls the op, not warn). A fix for the .item() must not be refused as
+    # "side effect lost" for them (a user's own UserWarning still counts: warnings_warn).
     import dataclasses
 
     base, site = _site_of(f"{RULES_SRC}:{factory}", tag, RULES_SRC)
@@ -1072,6 +1074,27 @@ def test_a_warning_torch_gives_about_the_users_call_is_not_a_side_effect_to_keep
     opts = dataclasses.replace(OPTS, fresh=True, patches=cand.patches)
     f = evaluate(site, cand, base, census_target(f"{RULES_SRC}:{factory}", opts, project_root=str(RULES_SRC.parent)))
     assert f.verified and f.side_effects_kept, f.why_not
+
+
+def test_a_users_own_warning_is_recorded_and_a_c_ops_notice_is_not():
+    # The emitter of both is the user's frame; what it calls decides: warnings.warn (also as a
+    # bare name) is the user's, a torch op's C notice is torch's.
+    import warnings
+    from warnings import warn
+
+    import torch
+
+    from graphstitch.live import _effects
+
+    def body(x):
+        warnings.warn("the user's own", stacklevel=1)
+        warn("the user's, imported bare", stacklevel=1)
+        return x.new_tensor(x)
+
+    out: list[str] = []
+    with _effects(out):
+        body(torch.ones(2))
+    assert out == ["warning UserWarning the user's own", "warning UserWarning the user's, imported bare"], out
 
 
 def test_a_write_at_a_0d_tensor_index_becomes_an_index_fill_and_the_slice_form_is_refused():
@@ -1219,6 +1242,25 @@ def test_a_function_the_compiled_run_fails_in_is_disabled_in_the_baseline_and_ev
     text = planned_files(best, report, Workspace(spec, root, root))[str(RULES_SRC)]
     assert re.search(r"\n@torch\.compiler\.disable  # graphstitch fix: the compiled run failed in it "
                      r"\(TorchRuntimeError[^\n]*\ndef rows_tensor\(rows\):", text), text[-2500:]
+
+
+def test_a_legacy_constructor_the_compiled_run_fails_on_is_rewritten_in_the_baseline_and_every_patch():
+    # Compiled, torch.FloatTensor of a NumPy grid (a tensor once Dynamo traces NumPy) fails in
+    # its fake tensor call, one line at a time: the baseline is censused again with each such
+    # call rewritten as torch.as_tensor (two rounds), and the .item() fix carries both rewrites.
+    from graphstitch.fix.patches import planned_files
+    spec, root = f"{RULES_SRC}:legacy_grid", str(RULES_SRC.parent)
+    report = run_fix(spec, OPTS, jobs=2, kinds={"config"}, project_root=root)
+    hatch = report.config["base_hatch"]
+    assert report.error is None and hatch["function"] == "grid_offsets"
+    assert [r[2] for r in hatch["rewrites"]] == [marked_line(RULES_SRC, "LEGACY_A"), marked_line(RULES_SRC, "LEGACY_B")]
+    assert [(s.gb_id, s.file, s.line) for s in report.sites] == \
+        [("GB0124", str(RULES_SRC), marked_line(RULES_SRC, "GRID_ITEM"))]
+    best = next(f for f in report.fixes if f.verified)
+    assert best.kind == "config" and best.outputs_match, best.why_not
+    text = planned_files(best, report, Workspace(spec, root, root))[str(RULES_SRC)]
+    assert "    xs = torch.as_tensor(a, dtype=torch.float32).view(-1, 1)  # LEGACY_A\n" in text
+    assert "    ys = torch.as_tensor(b, dtype=torch.float32).view(-1, 1)  # LEGACY_B\n" in text
 
 
 def test_a_compiled_run_failing_in_library_numpy_code_gets_a_baseline_with_numpy_left_to_python():

@@ -9,8 +9,11 @@ recorded on the capture (``error``), never raised.
 
 from __future__ import annotations
 
+import ast
+import builtins
 import contextlib
 import copy
+import inspect
 import io
 import linecache
 import logging
@@ -21,6 +24,7 @@ import re
 import runpy
 import sys
 import traceback
+import types
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -518,7 +522,7 @@ def _effects(out: list[str], mask_clocks: bool = False) -> Iterator[None]:
             f = sys._getframe(1)
             while f is not None and f.f_code.co_filename == warnings.__file__:
                 f = f.f_back   # type: ignore[assignment]
-            if f is not None and paths.is_internal(f.f_code.co_filename):
+            if f is not None and (paths.is_internal(f.f_code.co_filename) or _warned_by_c_call(f)):
                 internal.add(id(msg))
             caught.append(msg)
         warnings._showwarnmsg_impl = record  # type: ignore[attr-defined]   # catch_warnings restores it
@@ -535,6 +539,48 @@ def _effects(out: list[str], mask_clocks: bool = False) -> Iterator[None]:
             out.extend(f"warning {w.category.__name__} {w.message}" for w in caught
                        if not paths.is_internal(w.filename) and not issubclass(w.category, _DEPRECATIONS)
                        and id(w) not in internal)
+
+
+_WARN = {warnings.warn, warnings.warn_explicit}
+_C_CALLABLE = (types.BuiltinFunctionType, types.MethodDescriptorType, types.WrapperDescriptorType,
+               types.MethodWrapperType, types.ClassMethodDescriptorType)
+
+
+def _warned_by_c_call(f: types.FrameType) -> bool:
+    """Whether the warning F shows as its emitter came from a C function F is calling other than
+    ``warnings.warn``: a library op's own diagnostic (torch's ``t.new_tensor(t2)`` copy notice,
+    NumPy's divide warnings), which the op emits when it runs eagerly and Dynamo at trace time
+    only. Read from the call expression at F's current instruction, resolved without running
+    anything (names, then static attributes); unknown: the user's warning."""
+    try:
+        pos = list(f.f_code.co_positions())[f.f_lasti // 2]
+        first, last, col, end = pos
+        if first is None or last is None or col is None or end is None:
+            return False
+        lines = [ln.encode() for ln in linecache.getlines(f.f_code.co_filename)[first - 1:last]]
+        if not lines:
+            return False
+        lines[-1] = lines[-1][:end]
+        lines[0] = lines[0][col:]
+        node = ast.parse(b"".join(lines).decode(), mode="eval").body
+    except (IndexError, ValueError, SyntaxError, UnicodeDecodeError):
+        return False
+    if not isinstance(node, ast.Call):
+        return False
+    chain: list[str] = []
+    fn: ast.expr = node.func
+    while isinstance(fn, ast.Attribute):
+        chain.insert(0, fn.attr)
+        fn = fn.value
+    if not isinstance(fn, ast.Name):
+        return False
+    missing = object()
+    obj = next((ns[fn.id] for ns in (f.f_locals, f.f_globals, vars(builtins)) if fn.id in ns), missing)
+    for attr in chain:
+        if obj is missing:
+            return False
+        obj = inspect.getattr_static(obj, attr, missing)
+    return obj is not missing and isinstance(obj, _C_CALLABLE) and obj not in _WARN
 
 
 class _ClockMaskingBuffer(io.StringIO):

@@ -1017,6 +1017,18 @@ def implicit_dim():
     return [(_implicit_dim, (torch.randn(5, 4), w), {}), (_implicit_dim, (torch.randn(5, 4), w), {})]
 
 
+def _copied_offsets(x, offsets):
+    base = x.new_tensor(offsets)  # torch's C op warns (copy construct from a tensor) on every eager call
+    scale = (x + base).abs().max().item()  # COPIED_ITEM
+    return x / scale
+
+
+def copied_offsets():
+    torch.manual_seed(0)
+    offsets = torch.arange(4.0)
+    return [(_copied_offsets, (torch.randn(3, 4), offsets), {}), (_copied_offsets, (torch.randn(3, 4), offsets), {})]
+
+
 class TinyLM(torch.nn.Module):
     def __init__(self, vocab=11, d=8):
         super().__init__()
@@ -1365,13 +1377,29 @@ def epoch_driver():
 
 
 def rows_tensor(rows):
-    return torch.FloatTensor(rows)  # CRASH_ROWS (eager takes float64 rows; a fake tensor call does not)
+    return torch.ones(()).new(rows)  # CRASH_ROWS (eager takes float64 rows; a fake tensor call does not)
 
 
 def scale_by_rows(x, rows):
     y = x.sin()
     t = rows_tensor(rows)  # CRASH_CALL
     return (y * t.sum()).cos()
+
+
+def grid_offsets(x, n):
+    # Legacy typed constructors of NumPy grids: compiled, Dynamo traces the grids as tensors and
+    # fails in each constructor's fake tensor call (eager takes the int64 arrays).
+    g = np.arange(n)
+    a, b = np.meshgrid(g, g)
+    xs = torch.FloatTensor(a).view(-1, 1)  # LEGACY_A
+    ys = torch.FloatTensor(b).view(-1, 1)  # LEGACY_B
+    scale = x.abs().max().item()  # GRID_ITEM
+    return torch.cat((xs, ys), 1) * x.sum() / scale
+
+
+def legacy_grid():
+    torch.manual_seed(0)
+    return [(grid_offsets, (torch.randn(4), 3), {})]
 
 
 def crashing_rows():

@@ -11,7 +11,6 @@ progress, not a moved break: it is reported as uncovered and fixed in turn.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import itertools
 import os
@@ -40,11 +39,12 @@ from .trials import (
     Fix,
     Unreproduced,
     chained,
-    crash_hatch,
     draws_numpy_random,
     evaluate,
     fails_in_numpy,
+    hatch_label,
     may_grow,
+    mend_crash,
     moved_code,
     new_breaks,
     proved,
@@ -169,15 +169,14 @@ def fix_all(spec: str, opts: Options, *, jobs: int = 2, timeout: float | None = 
                          "config use_numpy_random_stream=True", "config",
                          "NumPy's random calls in compiled code run on NumPy's stream (each one a break), "
                          "as they do eagerly") or base
-    if (hatch := crash_hatch(base, ws.project)) is not None:
-        # The function the compiled run failed in runs eagerly in every step (trials.crash_hatch).
-        say(f"baseline census, with {hatch['function']}() under torch.compiler.disable: the compiled run failed there")
-        with contextlib.suppress(LookupError, SyntaxError):
-            kept = base_step(with_hatch({}, hatch), completes, f"{hatch['function']}() under torch.compiler.disable",
-                             "hatch", hatch["why"])
-            if kept is not None:
-                base = kept
-                out.source_sha256.setdefault(hatch["file"], file_hash(hatch["file"]))
+    # What the compiled run failed on is mended in every step (trials.crash_hatch).
+    if (mended := mend_crash(base, ws.project, lambda h: ws.census(opts, with_hatch({}, h), timeout, map_lines=False),
+                             say)):
+        base, hatch = mended
+        overlay.update(with_hatch({}, hatch))
+        out.steps.append(Step("(all)", hatch_label(hatch), "rewrite" if hatch.get("rewrites") else "hatch", None,
+                              hatch["why"], base.graph_count, []))
+        out.source_sha256.setdefault(hatch["file"], file_hash(hatch["file"]))
     if fails_in_numpy(base) and base.sites and tfile:
         # NumPy calls are left to Python in every step (trials.NUMPY_OFF) when that lets the run complete.
         say("baseline census, NumPy calls left to Python: the compiled run failed in code that calls NumPy")

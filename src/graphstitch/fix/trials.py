@@ -562,7 +562,7 @@ def rank(fixes: list[Fix]) -> list[Fix]:
     that compiles more does not demote every split), fewest sites uncovered (left to fix),
     fewest graphs, least invasive."""
     order: dict[SiteId, int] = {}
-    most: dict[tuple[SiteId, int], int] = {}
+    most: dict[tuple[SiteId, float], int] = {}
     for f in fixes:
         order.setdefault(f.site, len(order))
         if f.verified:
@@ -658,11 +658,23 @@ def fails_in_numpy(base: Census) -> bool:
     return any(_NUMPY_CALL.search(fr.code) for fr in error_frames(e.message))
 
 
-def crash_hatch(base: Census, root: str | None) -> dict[str, Any] | None:
-    """The project function the compiled run failed in (the error's user frame), to put under
-    ``torch.compiler.disable`` in the baseline and in every trial and patch after it: the
-    rest of the code can then be compiled and judged (facenet's f-string, an internal error
-    of Dynamo's). None when the run did not fail in a function of the project."""
+# torch's legacy typed constructors and their dtypes: `torch.FloatTensor(a)` of a NumPy array
+# (a tensor, once Dynamo traces NumPy) fails in Dynamo's fake tensor call; `torch.as_tensor(a,
+# dtype=...)` is the same call (it shares a tensor or array of that dtype, converts others).
+_LEGACY = {"FloatTensor": "float32", "DoubleTensor": "float64", "HalfTensor": "float16",
+           "BFloat16Tensor": "bfloat16", "ByteTensor": "uint8", "CharTensor": "int8", "ShortTensor": "int16",
+           "IntTensor": "int32", "LongTensor": "int64", "BoolTensor": "bool"}
+_LEGACY_FAKE_CALL = re.compile(r"call_function <class 'torch\.(cuda\.)?(\w+Tensor)'>\(\*\(FakeTensor")
+
+
+def crash_hatch(base: Census, root: str | None, prior: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """What the baseline and every trial and patch after it carry where the compiled run
+    failed in a function of the project (the error's user frame), so that the rest of the code
+    can be compiled and judged: when Dynamo failed calling a legacy typed constructor on a
+    tensor, that call rewritten as ``torch.as_tensor`` (added to PRIOR's rewrites); otherwise
+    the function under ``torch.compiler.disable`` (facenet's f-string, an internal error of
+    Dynamo's). None when the run did not fail in the project (or PRIOR's rewrite led to a
+    failure it cannot mend)."""
     e = base.error
     if e is None or e.kind is not ErrorKind.COMPILED or not e.where:
         return None
@@ -670,17 +682,87 @@ def crash_hatch(base: Census, root: str | None) -> dict[str, Any] | None:
     if not line.isdigit() or not in_project(path, root) or not os.path.isfile(path):
         return None
     try:
-        tree = parse_python(source_text(path))
-    except (SyntaxError, ValueError, OSError):
+        text = source_text(path)
+        if prior:
+            text = with_hatch({path: text}, prior)[path]
+        tree = parse_python(text)
+    except (SyntaxError, ValueError, OSError, LookupError):
         return None
     defs = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
             and n.lineno <= int(line) <= (n.end_lineno or n.lineno)]
     if not defs:
         return None
     fn = max(defs, key=lambda n: n.lineno)
+    head = (e.message.splitlines() or [""])[0][:80]
+    if (m := _LEGACY_FAKE_CALL.search(e.message)) and (step := _as_tensor(text, fn, int(line), m[2], bool(m[1]))):
+        return {"file": os.path.realpath(path), "function": fn.name, "line": int(line),
+                "rewrites": [*(prior or {}).get("rewrites", []), step],
+                "why": f"Dynamo failed calling torch.{m[1] or ''}{m[2]} on a tensor ({e.type or 'error'}: {head}); "
+                       "torch.as_tensor is the same call"}
+    if prior:
+        return None
     return {"file": os.path.realpath(path), "function": fn.name, "line": fn.lineno,
-            "why": f"the compiled run failed in it ({e.type or 'error'}: {(e.message.splitlines() or [''])[0][:80]}); "
-                   "it runs eagerly"}
+            "why": f"the compiled run failed in it ({e.type or 'error'}: {head}); it runs eagerly"}
+
+
+def hatch_label(hatch: dict[str, Any]) -> str:
+    """The base hatch, for people: what every step carries."""
+    if hatch.get("rewrites"):
+        return f"torch.as_tensor for the legacy constructor at line{'s' if len(hatch['rewrites']) > 1 else ''} " \
+               + ", ".join(str(r[2]) for r in hatch["rewrites"])
+    return f"{hatch['function']}() under torch.compiler.disable"
+
+
+def mend_crash(base: Census, root: str | None, census: Callable[[dict[str, Any]], Census],
+               say: Callable[[str], None]) -> tuple[Census, dict[str, Any]] | None:
+    """The baseline CENSUSed again with the crash hatch (``crash_hatch``), rewriting each next
+    legacy constructor Dynamo fails on (a few rounds): the census that completes (its outputs
+    may differ: each trial is judged against eager) and its hatch; None when none does."""
+    hatch = crash_hatch(base, root)
+    for _ in range(4):
+        if hatch is None:
+            return None
+        say(f"baseline census, with {hatch_label(hatch)}: the compiled run failed there")
+        try:
+            kept = census(hatch)
+        except (LookupError, SyntaxError):
+            return None
+        if kept.error is None and kept.graph_count:
+            return kept, hatch
+        hatch = crash_hatch(kept, root, hatch) if hatch.get("rewrites") else None
+    return None
+
+
+def _as_tensor(text: str, fn: ast.AST, line: int, ctor: str, cuda: bool) -> list[Any] | None:
+    """[old, new, line]: the statement of FN at LINE with each one-argument call of
+    ``torch[.cuda].CTOR`` rewritten as ``torch.as_tensor(arg, dtype=...)`` (whole lines)."""
+    if ctor not in _LEGACY:
+        return None
+    stmts = [n for n in ast.walk(fn) if isinstance(n, ast.stmt) and not isinstance(n, (ast.FunctionDef, ast.ClassDef))
+             and n.lineno <= line <= (n.end_lineno or n.lineno) and not any(
+                 isinstance(c, ast.stmt) for c in ast.iter_child_nodes(n))]
+    if not stmts:
+        return None
+    stmt = stmts[-1]
+    owner = "torch.cuda" if cuda else "torch"
+    calls = [c for c in ast.walk(stmt) if isinstance(c, ast.Call) and ast.unparse(c.func) == f"{owner}.{ctor}"
+             and len(c.args) == 1 and not c.keywords and not isinstance(c.args[0], ast.Starred)]
+    if not calls:
+        return None
+    lines = text.splitlines(keepends=True)
+    first, last = stmt.lineno, stmt.end_lineno or stmt.lineno
+    old = "".join(lines[first - 1:last])
+    raw = [ln.encode() for ln in lines[first - 1:last]]
+    device = ', device="cuda"' if cuda else ""
+    # Right to left, so that earlier offsets (UTF-8 bytes, per line) stay valid.
+    for c in sorted(calls, key=lambda c: (c.lineno, c.col_offset), reverse=True):
+        arg = ast.get_source_segment(text, c.args[0])
+        if arg is None or c.end_lineno is None or c.end_col_offset is None:
+            return None
+        a, b = c.lineno - first, c.end_lineno - first
+        new = f"torch.as_tensor({arg}, dtype=torch.{_LEGACY[ctor]}{device})".encode()
+        raw[a:b + 1] = [raw[a][:c.col_offset] + new + raw[b][c.end_col_offset:]]
+    return [old, b"".join(raw).decode(), first]
 
 
 def _run_fix(ws: Workspace, opts: Options, jobs: int, timeout: float | None, only: Callable[[Site], bool] | None,
@@ -697,14 +779,11 @@ def _run_fix(ws: Workspace, opts: Options, jobs: int, timeout: float | None, onl
         if kept.error is None and kept.outputs_match_eager:
             base = FixReport.of(kept)
             base.config["base_config"] = dict(NUMPY_STREAM)
-    if (hatch := crash_hatch(base, ws.project)) is not None:
-        say(f"baseline census, with {hatch['function']}() under torch.compiler.disable: the compiled run failed there")
-        with contextlib.suppress(LookupError, SyntaxError):
-            kept = ws.census(opts, with_hatch({}, hatch), timeout)
-            if kept.error is None and kept.graph_count:   # (its outputs may differ: each trial is judged against eager)
-                base = FixReport.of(kept)
-                base.config["base_hatch"] = hatch
-                hashes.setdefault(hatch["file"], file_hash(hatch["file"]))
+    if (mended := mend_crash(base, ws.project, lambda h: ws.census(opts, with_hatch({}, h), timeout), say)):
+        kept, hatch = mended
+        base = FixReport.of(kept)
+        base.config["base_hatch"] = hatch
+        hashes.setdefault(hatch["file"], file_hash(hatch["file"]))
     if fails_in_numpy(base):
         say("baseline census, NumPy calls left to Python: the compiled run failed in code that calls NumPy")
         cfg = {**base.config.get("base_config", {}), **NUMPY_OFF}

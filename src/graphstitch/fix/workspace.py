@@ -258,10 +258,28 @@ def decorated(old: str, function: str, line: int, hatch: str, why: str = "") -> 
 
 def with_hatch(files: dict[str, str], hatch: dict[str, Any] | None) -> dict[str, str]:
     """FILES with the base hatch every trial and patch of a fix carries (``trials.crash_hatch``:
-    the function the compiled run failed in, under ``torch.compiler.disable``)."""
+    the statements the compiled run failed on, rewritten, or else the function it failed in,
+    under ``torch.compiler.disable``)."""
     if not hatch:
         return files
     path = hatch["file"]
     key = next((k for k in files if os.path.realpath(k) == os.path.realpath(path)), path)
     old = files[key] if key in files else source_text(path)
+    if hatch.get("rewrites"):
+        for before, after, line in hatch["rewrites"]:
+            old = replaced_near(old, before, after, line)
+        return {**files, key: old}
     return {**files, key: decorated(old, hatch["function"], hatch["line"], "torch.compiler.disable", hatch["why"])}
+
+
+def replaced_near(text: str, old: str, new: str, line: int) -> str:
+    """TEXT with the occurrence of OLD (whole lines) that starts nearest LINE replaced by NEW
+    (a patch before it may have moved it); LookupError when OLD is not there."""
+    starts = [text.count("\n", 0, m.start()) + 1 for m in re.finditer(re.escape(old), text)
+              if m.start() == 0 or text[m.start() - 1] == "\n"]
+    if not starts:
+        raise LookupError(f"cannot find the statement of line {line}")
+    at = min(starts, key=lambda n: abs(n - line))
+    lines = text.splitlines(keepends=True)
+    n = old.count("\n")
+    return "".join(lines[:at - 1]) + new + "".join(lines[at - 1 + n:])

@@ -293,7 +293,12 @@ def fixes(report: FixReport, console: Console | None = None, verbose: bool = Fal
                       "as tensor ops). The census above leaves NumPy calls to Python "
                       "(torch._dynamo.config.trace_numpy = False: each call is a break), and every trial and patch "
                       "below carries that line.[/]")
-    if (hatch := report.config.get("base_hatch")):
+    if (hatch := report.config.get("base_hatch")) and hatch.get("rewrites"):
+        lines = ", ".join(str(r[2]) for r in hatch["rewrites"])
+        console.print(f"\n[yellow]Compiled, the original failed in {escape(hatch['function'])}() "
+                      f"({escape(short_path(hatch['file']))}, line {lines}): {escape(hatch['why'])}. The census above "
+                      "runs with that call rewritten, and every trial and patch below carries the rewrite.[/]")
+    elif hatch:
         console.print(f"\n[yellow]Compiled, the original failed in {escape(hatch['function'])}() "
                       f"({escape(short_path(hatch['file']))}:{hatch['line']}): {escape(hatch['why'])}. The census above "
                       "runs that function under torch.compiler.disable, and every trial and patch below carries "
