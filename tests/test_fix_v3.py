@@ -434,6 +434,13 @@ STRUCTURE_CASES = [
     ("rolled", "ROLL", "roll-gather", "GB0124", "signal.index_select(-1, (torch.arange(signal.size(-1), "),
     # a column picked by a 0-d index tensor (torch reads it as an int): index_select
     ("columns", "COLUMN", "index-select-tensor", "GB0033", "table.index_select(1, (order[j]).reshape(1)).squeeze(1)"),
+    # a slice whose start is read from a tensor, written: a masked fill of the positions past it
+    ("padded", "PAD_FILL", "slice-bound-mask-fill", "GB0124",
+     "    _view.masked_fill_((_at >= (lengths[i]) + _view.size(1) * ((lengths[i]) < 0))"
+     ".reshape((-1,) + (1,) * (_view.dim() - 2)), 0)\n"),
+    # ... after a plain index: that row first, then the gather
+    ("ranked", "RANK_PICK", "index-select-tensor", "GB0033",
+     "out[g, r] = table[g].index_select(0, (ranks[g][r]).reshape(1)).squeeze(0)  # RANK_PICK"),
     # a fill value computed from a buffer: zeros plus the 0-d tensor
     ("mid_riser", "FILL", "full-tensor-fill", "GB0033", "zero = torch.zeros_like(scale).add_((self.levels + 1) / 2)"),
     # a Python flag tested after a tensor: tested first (the tensor is not read when it is off)

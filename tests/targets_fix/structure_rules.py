@@ -456,6 +456,34 @@ def columns():
     return [(top_columns, (torch.randn(4, 6), torch.randn(6)), {})]
 
 
+def best_rows(table, ranks):
+    # row r of each group gets the group's entry its rank names: a plain index, then a 0-d tensor
+    out = torch.zeros_like(table)
+    for g in range(table.size(0)):
+        for r in range(table.size(1)):
+            out[g, r] = table[g, ranks[g][r]]  # RANK_PICK
+    return out
+
+
+def pad_masks(x, lengths):
+    # each row's positions past its length zeroed: a slice whose start is read from a tensor
+    mask = torch.ones_like(x)
+    for i in range(x.size(0)):
+        mask[i, :, lengths[i]:] = 0  # PAD_FILL
+    return x * mask
+
+
+def padded():
+    torch.manual_seed(0)
+    return [(pad_masks, (torch.randn(3, 2, 6), torch.tensor([6, 2, 4])), {}),
+            (pad_masks, (torch.randn(3, 2, 6), torch.tensor([1, 5, 3])), {})]
+
+
+def ranked():
+    torch.manual_seed(0)
+    return [(best_rows, (torch.randn(2, 3, 4), torch.stack([torch.randperm(3) for _ in range(2)])), {})]
+
+
 class MidRiser(torch.nn.Module):
     def __init__(self):
         super().__init__()

@@ -385,7 +385,9 @@ def _roll_gather(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
 def _index_select_tensor(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
     """``x[:, t]`` with a 0-d integer tensor ``t`` (torch reads it back as a Python int:
     ``_local_scalar_dense``, GB0033) -> ``x.index_select(1, t.reshape(1)).squeeze(1)``: the
-    same slice, the index kept a tensor. Only where every element before it is ``:``."""
+    same slice, the index kept a tensor. Only where every element before it is ``:`` or a
+    plain index (a name, a number: ``x[b, t[c]]`` -> ``x[b].index_select(0, ...)``; were
+    ``b`` a tensor of several indices, the outputs would differ and the trial says so)."""
     if "GB0033" not in ctx.site.gb_id and "local_scalar_dense" not in ctx.site.explanation:
         return
     swaps: dict[cst.CSTNode, object] = {}
@@ -393,18 +395,22 @@ def _index_select_tensor(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
         if not isinstance(n, cst.Subscript) or not ctx.idx.contains(n, ctx.site.line) or n in swaps:
             continue
         elems = list(n.slice)
-        k = next((i for i, e in enumerate(elems) if isinstance(e.slice, cst.Index)), None)
-        if k is None or any(not _full(ctx, e.slice) for e in elems[:k]) or \
+        k = next((i for i, e in enumerate(elems) if isinstance(e.slice, cst.Index)
+                  and isinstance(e.slice.value, (cst.Subscript, cst.Call))), None)
+        if k is None or any(not (_full(ctx, e.slice) or _plain_index(e.slice)) for e in elems[:k]) or \
                 any(not (_full(ctx, e.slice) or ctx.code(e.slice).strip() == "...") for e in elems[k + 1:]):
             continue
         idx = elems[k].slice
         assert isinstance(idx, cst.Index)
-        if idx.star is not None or not isinstance(idx.value, (cst.Subscript, cst.Call)) or (k == 0 and len(elems) == 1):
+        if idx.star is not None or (k == 0 and len(elems) == 1):
             continue   # x[t] alone is as often a list's or dict's item: only x[:, t[i]] / x[:, int(t)]
         t = _as_tensor(ctx, idx.value) or ctx.code(idx.value)
         base = ctx.code(n.value)
         base = base if isinstance(n.value, (cst.Name, cst.Attribute, cst.Subscript, cst.Call)) else f"({base})"
-        swaps[n] = cst.parse_expression(f"{base}.index_select({k}, ({t}).reshape(1)).squeeze({k})")
+        dim = sum(_full(ctx, e.slice) for e in elems[:k])
+        if dim < k:   # plain indices first: select them, then gather along what is left
+            base = f"{base}[{', '.join(ctx.code(e.slice).strip() for e in elems[:k])}]"
+        swaps[n] = cst.parse_expression(f"{base}.index_select({dim}, ({t}).reshape(1)).squeeze({dim})")
     if swaps:
         yield Rewrite("index-select-tensor", "rewrite", "x[:, t] with a 0-d tensor t -> x.index_select(dim, t)",
                       "a gather instead of a view (the slice is a copy: writes through it no longer reach x)",
@@ -446,6 +452,58 @@ def _index_write_tensor(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
         new = st.with_changes(body=[cst.Expr(cst.parse_expression(code))])
         yield Rewrite("index-write-tensor", "rewrite", f"x[t] = v with a 0-d tensor t -> x.{how}(dim, t, v)",
                       "the same in-place write; the index stays a tensor", {ctx.path: ctx.swap({st: new})})
+
+
+@rule("slice-bound-mask-fill")
+def _slice_bound_mask_fill(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
+    """``x[i, :, t:] = v`` whose slice bound is read from a tensor (``t = lengths[i]``: torch
+    reads it back as a Python int) -> the same write as ``masked_fill_`` of the positions
+    compared with ``t`` (by Python's slice rules: a negative bound counts from the end), the
+    bound kept a tensor. Elements before the slice: ``:`` or plain indices; ``v`` a number or
+    a name (a 0-d tensor: the trial tells)."""
+    if not _host_read(ctx):
+        return
+    st = ctx.stmt
+    if not isinstance(st, cst.SimpleStatementLine) or len(st.body) != 1 or not isinstance(st.body[0], cst.Assign):
+        return
+    assign = st.body[0]
+    if len(assign.targets) != 1 or not isinstance(assign.targets[0].target, cst.Subscript):
+        return
+    n = assign.targets[0].target
+    elems = list(n.slice)
+    sl = elems[-1].slice
+    if not isinstance(sl, cst.Slice) or sl.step is not None or not isinstance(n.value, (cst.Name, cst.Attribute)):
+        return
+    bounds = [b for b in (sl.lower, sl.upper) if b is not None]
+    if not any(isinstance(b, (cst.Subscript, cst.Call)) for b in bounds) or \
+            not all(isinstance(b, (cst.Subscript, cst.Call, cst.Name, cst.Integer)) for b in bounds) or \
+            any(not (_full(ctx, e.slice) or _plain_index(e.slice)) for e in elems[:-1]):
+        return
+    v = assign.value
+    if not isinstance(v, (cst.Integer, cst.Float, cst.Name, cst.Attribute)) and not (
+            isinstance(v, cst.UnaryOperation) and isinstance(v.expression, (cst.Integer, cst.Float))):
+        return
+    base, d = ctx.code(n.value), sum(_full(ctx, e.slice) for e in elems[:-1])
+    taken = {x.value for x in walk(ctx.module) if isinstance(x, cst.Name)}
+    view, at = (next(f"{stem}{'_' * i}" for i in range(9) if f"{stem}{'_' * i}" not in taken) for stem in ("_view", "_at"))
+    size = f"{view}.size({d})"
+    keep = [f"({at} {op} ({b}) + {size} * (({b}) < 0))"
+            for op, bound in ((">=", sl.lower), ("<", sl.upper)) if bound is not None
+            for b in [_as_tensor(ctx, bound) or ctx.code(bound)]]
+    held = keep[0] if len(keep) == 1 else f"({' & '.join(keep)})"
+    prefix = ", ".join(ctx.code(e.slice).strip() for e in elems[:-1])
+    code = (f"{view} = {base}[{prefix}]\n" if prefix else f"{view} = {base}\n") + \
+        f"{at} = torch.arange({size}, device={view}.device)\n" + \
+        f"{view}.masked_fill_({held}.reshape((-1,) + (1,) * ({view}.dim() - {d + 1})), {ctx.code(v)})\n"
+    new = list(cst.parse_module(code).body)
+    new[0] = new[0].with_changes(leading_lines=st.leading_lines)
+    yield Rewrite("slice-bound-mask-fill", "rewrite", "x[..., t:] = v with a tensor bound t -> masked_fill_ of x[...]",
+                  "compares every position with the bound instead of slicing; the bound stays a tensor",
+                  {ctx.path: add_import(ctx.swap({st: cst.FlattenSentinel(new)}), "import torch")})
+
+
+def _plain_index(s: cst.BaseSlice) -> bool:
+    return isinstance(s, cst.Index) and s.star is None and isinstance(s.value, (cst.Name, cst.Integer))
 
 
 def _full(ctx: Ctx, s: cst.BaseSlice) -> bool:
