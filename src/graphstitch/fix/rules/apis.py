@@ -425,13 +425,9 @@ def _index_write_tensor(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
     the same in-place write, the index kept a tensor. The trial tells which one ``v`` is."""
     if "GB0033" not in ctx.site.gb_id and "local_scalar_dense" not in ctx.site.explanation:
         return
-    st = ctx.stmt
-    if not isinstance(st, cst.SimpleStatementLine) or len(st.body) != 1 or not isinstance(st.body[0], cst.Assign):
+    if (found := _subscript_write(ctx)) is None:
         return
-    assign = st.body[0]
-    if len(assign.targets) != 1 or not isinstance(assign.targets[0].target, cst.Subscript):
-        return
-    n = assign.targets[0].target
+    st, assign, n = found
     elems = list(n.slice)
     k = next((i for i, e in enumerate(elems) if isinstance(e.slice, cst.Index)), None)
     if k is None or k != len(elems) - 1 or any(not _full(ctx, e.slice) for e in elems[:k]):
@@ -463,13 +459,9 @@ def _slice_bound_mask_fill(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
     a name (a 0-d tensor: the trial tells)."""
     if not _host_read(ctx):
         return
-    st = ctx.stmt
-    if not isinstance(st, cst.SimpleStatementLine) or len(st.body) != 1 or not isinstance(st.body[0], cst.Assign):
+    if (found := _subscript_write(ctx)) is None:
         return
-    assign = st.body[0]
-    if len(assign.targets) != 1 or not isinstance(assign.targets[0].target, cst.Subscript):
-        return
-    n = assign.targets[0].target
+    st, assign, n = found
     elems = list(n.slice)
     sl = elems[-1].slice
     if not isinstance(sl, cst.Slice) or sl.step is not None or not isinstance(n.value, (cst.Name, cst.Attribute)):
@@ -500,6 +492,17 @@ def _slice_bound_mask_fill(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
     yield Rewrite("slice-bound-mask-fill", "rewrite", "x[..., t:] = v with a tensor bound t -> masked_fill_ of x[...]",
                   "compares every position with the bound instead of slicing; the bound stays a tensor",
                   {ctx.path: add_import(ctx.swap({st: cst.FlattenSentinel(new)}), "import torch")})
+
+
+def _subscript_write(ctx: Ctx) -> tuple[cst.SimpleStatementLine, cst.Assign, cst.Subscript] | None:
+    """The site's statement when it is one ``x[...] = v``: (statement, assignment, target)."""
+    st = ctx.stmt
+    if not isinstance(st, cst.SimpleStatementLine) or len(st.body) != 1 or not isinstance(st.body[0], cst.Assign):
+        return None
+    assign = st.body[0]
+    if len(assign.targets) != 1 or not isinstance(assign.targets[0].target, cst.Subscript):
+        return None
+    return st, assign, assign.targets[0].target
 
 
 def _plain_index(s: cst.BaseSlice) -> bool:
