@@ -351,3 +351,37 @@ def test_only_a_hatch_that_traces_its_body_can_freeze_a_clock(tmp_path):
     helper.write_text("import torch\n\n@torch._dynamo.nonstrict_trace\ndef f(x):\n    return x\n")
     assert not _can_freeze(Options(overlay={"a.py": str(split)}))
     assert _can_freeze(Options(overlay={"a.py": str(split), "b.py": str(helper)}))
+
+
+def test_a_config_line_goes_after_an_import_that_follows_other_statements(tmp_path):
+    # `import sys; sys.setrecursionlimit(...)` before `import torch`: the import section does
+    # not end at the first statement, or the written `torch._dynamo.config` line would run
+    # before torch is imported (every trial of such a file failed on a NameError).
+    prog = tmp_path / "deep.py"
+    prog.write_text(
+        "import sys\nsys.setrecursionlimit(15000)\n\nimport torch\n\n\n"
+        "def scale(x):\n    s = x.abs().max().item()  # DEEP_ITEM\n    return x / s\n\n\n"
+        "def target():\n    torch.manual_seed(0)\n    return [(scale, (torch.randn(5),), {}), (scale, (torch.randn(5),), {})]\n")
+    before, line = prog.read_text(), marked_line(prog, "DEEP_ITEM")
+    out = tmp_path / "f.json"
+    p = gs("fix", f"{prog}:target", "--candidate", "config", "-j", "1", "--apply", "--json", out, cwd=tmp_path)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    d = json.loads(out.read_text())
+    assert ("GB0124", str(prog), line) in [(s["gb_id"], s["file"], s["line"]) for s in d["sites"]]
+    assert any(f["verified"] and f["kind"] == "config" for f in d["fixes"]), [f["why_not"] for f in d["fixes"]]
+    text = prog.read_text()
+    assert text.startswith("import sys\nsys.setrecursionlimit(15000)\n\nimport torch\n"
+                           "torch._dynamo.config.capture_scalar_outputs = True  # graphstitch fix\n"), text[:300]
+    assert (tmp_path / "deep.py.graphstitch.bak").read_text() == before
+
+
+def test_printed_numbers_within_float32_tolerance_are_the_same_report():
+    # A loss accumulated from .item() and printed in full: compiled, the same sum rounds in its
+    # last digits. A count or a label that differs is still a changed report.
+    from graphstitch.live import _numbers_close
+
+    assert _numbers_close(["stdout Epoch 0: loss 0.6931471824645996\n"], ["stdout Epoch 0: loss 0.6931472420692444\n"])
+    assert not _numbers_close(["stdout Epoch 0: loss 0.69\n"], ["stdout Epoch 1: loss 0.69\n"])
+    assert not _numbers_close(["stdout kept 3 boxes\n"], ["stdout kept 4 boxes\n"])
+    assert not _numbers_close(["stdout loss 0.5\n"], ["stdout loss 0.5\n", "stdout loss 0.5\n"])
+    assert not _numbers_close(["stdout loss 0.5\n"], ["stdout cost 0.5\n"])

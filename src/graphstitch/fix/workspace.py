@@ -163,16 +163,28 @@ def unified_diff(path: str, old: str, new: str, *, label: str | None = None, roo
 # How every config fix, for a break or a recompile cause, is written (patches and causes).
 
 def after_imports(tree: ast.Module) -> int:
-    """0-based line index after the module docstring and the leading imports."""
+    """0-based line index after the module docstring and the imports before the first def or
+    class: statements between imports (``import sys; sys.setrecursionlimit(...)`` before
+    ``import torch``) do not end the import section, or a line added there would use
+    ``torch`` before it is imported."""
     idx = 0
-    for node in tree.body:
+    for i, node in enumerate(tree.body):
         value = getattr(node, "value", None)
         is_doc = isinstance(node, ast.Expr) and isinstance(value, ast.Constant) and isinstance(value.value, str)
-        if isinstance(node, (ast.Import, ast.ImportFrom)) or (is_doc and idx == 0):
-            idx = node.end_lineno or node.lineno
-        else:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             break
+        if (is_doc and i == 0) or isinstance(node, (ast.Import, ast.ImportFrom)) or _guarded_import(node):
+            idx = node.end_lineno or node.lineno
     return idx
+
+
+def _guarded_import(node: ast.stmt) -> bool:
+    """``try: import x / except ImportError: x = None`` (or an ``if``): imports and fallbacks only."""
+    if not isinstance(node, (ast.Try, ast.If)):
+        return False
+    inner = [n for n in ast.walk(node) if isinstance(n, ast.stmt) and n is not node and not isinstance(n, ast.Try)]
+    return any(isinstance(n, (ast.Import, ast.ImportFrom)) for n in inner) and \
+        all(isinstance(n, (ast.Import, ast.ImportFrom, ast.Pass, ast.Assign)) for n in inner)
 
 
 def _config_lines(patches: Patches) -> tuple[list[str], list[str]]:
