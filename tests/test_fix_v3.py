@@ -1268,6 +1268,15 @@ def test_a_legacy_constructor_the_compiled_run_fails_on_is_rewritten_in_the_base
     text = planned_files(best, report, Workspace(spec, root, root))[str(RULES_SRC)]
     assert "    xs = torch.as_tensor(a, dtype=torch.float32).view(-1, 1)  # LEGACY_A\n" in text
     assert "    ys = torch.as_tensor(b, dtype=torch.float32).view(-1, 1)  # LEGACY_B\n" in text
+    import io
+
+    from rich.console import Console
+
+    from graphstitch.render.terminal import fixes
+    out = io.StringIO()
+    fixes(report, Console(file=out, width=400))
+    a, b = (marked_line(RULES_SRC, m) for m in ("LEGACY_A", "LEGACY_B"))
+    assert f"lines {a}, {b}): " in out.getvalue() and "runs with those calls rewritten" in out.getvalue()
 
 
 def test_a_compiled_run_failing_in_library_numpy_code_gets_a_baseline_with_numpy_left_to_python():

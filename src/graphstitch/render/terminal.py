@@ -294,10 +294,12 @@ def fixes(report: FixReport, console: Console | None = None, verbose: bool = Fal
                       "(torch._dynamo.config.trace_numpy = False: each call is a break), and every trial and patch "
                       "below carries that line.[/]")
     if (hatch := report.config.get("base_hatch")) and hatch.get("rewrites"):
-        lines = ", ".join(str(r[2]) for r in hatch["rewrites"])
+        at = sorted({r[2] for r in hatch["rewrites"]})
+        where = f"line {at[0]}" if len(at) == 1 else "lines " + ", ".join(map(str, at))
+        calls = "that call" if len(hatch["rewrites"]) == 1 else "those calls"
         console.print(f"\n[yellow]Compiled, the original failed in {escape(hatch['function'])}() "
-                      f"({escape(short_path(hatch['file']))}, line {lines}): {escape(hatch['why'])}. The census above "
-                      "runs with that call rewritten, and every trial and patch below carries the rewrite.[/]")
+                      f"({escape(short_path(hatch['file']))}, {where}): {escape(hatch['why'])}. The census above "
+                      f"runs with {calls} rewritten, and every trial and patch below carries the rewrite.[/]")
     elif hatch:
         console.print(f"\n[yellow]Compiled, the original failed in {escape(hatch['function'])}() "
                       f"({escape(short_path(hatch['file']))}:{hatch['line']}): {escape(hatch['why'])}. The census above "
