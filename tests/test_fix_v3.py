@@ -912,6 +912,20 @@ def test_a_decode_loop_stays_in_python_and_each_step_compiles():
     assert f.verified and f.after.sites == 0 and f.after.graphs >= 2, f.why_not
 
 
+def test_a_method_compiled_unbound_is_split_below_a_module_the_factory_compiles():
+    # `torch.compile(Learner.step)` traces the method's own frame even under
+    # disable(recursive=False) (a bound method's is honoured): the split's glue stays the
+    # method, and the factory compiles a module whose eager forward calls it.
+    site, rw, f = _trial_of("unbound_step", "UNBOUND_STEP", "entry-split", "in place (its loop",
+                            opts=dataclasses.replace(OPTS, grad=True))
+    assert (site.gb_id, site.line) == ("GB0025", marked_line(RULES_SRC, "UNBOUND_STEP"))
+    assert rw.strategy == "caller"
+    text = rw.files[str(RULES_SRC)]
+    assert "    return [(_LearnerStepEntry(), (a, [torch.randn(3, 4)" in text
+    assert "        return Learner.step(*args, **kwargs)\n" in text
+    assert f.verified and f.after.sites == 0 and f.after.graphs >= 1, f.why_not
+
+
 def test_a_rewrite_that_moves_its_break_into_code_it_feeds_goes_on_with_that_breaks_rule():
     # count-selected keeps the count as int(...): the break moves to that int(); the chain
     # joins the rule for the moved break (the count kept as a tensor) into one patch.

@@ -1584,3 +1584,38 @@ def tower():
     torch.manual_seed(0)
     t = Tower()
     return [(t, (torch.randn(2, 4),), {}), (t, (torch.randn(3, 4),), {})]
+
+
+class Critic(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.lin(x).tanh()
+
+
+class Learner:
+    """A training step compiled as the unbound method (`torch.compile(Learner.step)`)."""
+
+    def __init__(self):
+        self.net = Critic()
+        self.opt = torch.optim.SGD(self.net.parameters(), lr=0.1)
+        self.seen = 0
+
+    def step(self, batches):
+        for x in batches:
+            loss = self.net(x).pow(2).mean()
+            self.opt.zero_grad()
+            loss.backward()
+            self.opt.step()  # UNBOUND_STEP
+            self.seen += 1
+        return self.net.lin.weight.detach() * 1
+
+
+def unbound_step():
+    torch.manual_seed(0)
+    a, b = Learner(), Learner()
+    b.net.load_state_dict(a.net.state_dict())
+    return [(Learner.step, (a, [torch.randn(3, 4), torch.randn(3, 4)]), {}),
+            (Learner.step, (b, [torch.randn(5, 4)]), {})]

@@ -72,6 +72,7 @@ def _split_at(ctx: Ctx, entry: StackEntry, chain: Sequence[StackEntry] = ()) -> 
         return
     cls = idx.parents.get(idx.parents.get(func, func), None)
     fn_entry: cst.FunctionDef | None = None     # a function entry: split into a module the caller compiles
+    unbound = False
     if chain:
         if not isinstance(cls, cst.ClassDef) or func.decorators or not func.params.params:
             return
@@ -80,6 +81,9 @@ def _split_at(ctx: Ctx, entry: StackEntry, chain: Sequence[StackEntry] = ()) -> 
         if not func.params.params or any(isinstance(d.decorator, cst.Name) and d.decorator.value in
                                          ("staticmethod", "classmethod", "property") for d in func.decorators):
             return
+        # the factory passes the method unbound (`Cls.method`), the function the user compiles
+        unbound = bool(ctx.factory and ctx.target_file and frames and frames[0] == entry
+                       and _factory_loads(ctx, cls.name.value, func.name.value))
     else:
         if not isinstance(idx.parents.get(func), cst.Module) or func.decorators or not ctx.factory \
                 or not ctx.target_file:
@@ -88,10 +92,7 @@ def _split_at(ctx: Ctx, entry: StackEntry, chain: Sequence[StackEntry] = ()) -> 
         # torch.compile call. The parts go into a module whose forward is the eager glue, and
         # the factory (the caller) compiles that module instead of the function.
         fn_entry = func
-        taken_names = {n.value for n in walk(idx.module) if isinstance(n, cst.Name)}
-        cls_name = "_" + "".join(w.capitalize() for w in func.name.value.split("_") if w) + "Split"
-        while cls_name in taken_names:
-            cls_name += "_"
+        cls_name = _fresh_name(idx, "_" + "".join(w.capitalize() for w in func.name.value.split("_") if w) + "Split")
         synth = cst.parse_statement(f"class {cls_name}(torch.nn.Module):\n    def forward(self):\n        pass\n")
         assert isinstance(synth, cst.ClassDef) and isinstance(synth.body, cst.IndentedBlock)
         fwd = synth.body.body[0]
@@ -268,10 +269,31 @@ def _split_at(ctx: Ctx, entry: StackEntry, chain: Sequence[StackEntry] = ()) -> 
                             **{f: add_import(swap_code(fidx.module, sw), "import torch")
                                for f, (fidx, sw) in glued.items()}})
         if fn_entry is None:
+            label = f"region split: {cls.name.value}.{func.name.value} runs {gap_lines}, the rest compiles " \
+                "in separate methods"
+            if unbound:
+                # torch.compile(Cls.method) traces the method's own frame, disable(recursive=False)
+                # or not (a bound method's is honoured): the factory compiles a module whose
+                # eager forward calls the method instead, so the glue runs below a compiled entry.
+                entry_cls = _fresh_name(idx, f"_{cls.name.value}{func.name.value.title().replace('_', '')}Entry")
+                deleg = cst.parse_statement(
+                    f"\n\nclass {entry_cls}(torch.nn.Module):  # graphstitch fix: compile this, not "
+                    f"{cls.name.value}.{func.name.value}\n"
+                    "    @torch.compiler.disable(recursive=False)\n"
+                    f"    def forward(self, *args, **kwargs):\n"
+                    f"        return {cls.name.value}.{func.name.value}(*args, **kwargs)\n")
+                code = add_import(swap_code(idx.module, {func: cst.FlattenSentinel([new_func, *new_methods]),
+                                                         cls: lambda new: cst.FlattenSentinel([new, deleg])}), "import torch")
+                files = _caller_compiles(ctx, entry.file, {entry.file: code}, cls.name.value, entry_cls,
+                                         attr=func.name.value)
+                if isinstance(files, Refusal):
+                    return files
+                return Rewrite("entry-split", "caller", f"{label}; the factory compiles {entry_cls}, a module "
+                               f"calling it, instead of {cls.name.value}.{func.name.value}",
+                               "the eager gap stays, explicit; your own code compiles a module calling the method "
+                               "instead of the method (torch.compile of an unbound method traces its glue)", files)
             code = swap_code(idx.module, {func: cst.FlattenSentinel([new_func, *new_methods])})
-            return Rewrite("region-split", "split",
-                           f"region split: {cls.name.value}.{func.name.value} runs {gap_lines}, the rest compiles "
-                           "in separate methods",
+            return Rewrite("region-split", "split", label,
                            "the eager gap stays, explicit: no break event, one graph per compiled part",
                            {entry.file: add_import(code, "import torch")})
         new_cls = cls.with_changes(body=cls.body.with_changes(body=[new_func, *new_methods]),
@@ -310,9 +332,10 @@ def _split_at(ctx: Ctx, entry: StackEntry, chain: Sequence[StackEntry] = ()) -> 
         second = build(_eager_runs(body, [any(k <= i <= j for k, j in longer) for i in range(len(body))]))
         if isinstance(second, Rewrite):
             yield second
-    # A gap that is a loop (a generation loop's stop test): the loop stays in the glue, so each
-    # step's calls compile as their own frames and the host test runs between them.
-    if any(isinstance(st, (cst.For, cst.While)) for k, j in runs for st in body[k:j + 1]):
+    # A gap that is a loop (a generation loop's stop test), or holds one (a training loop inside
+    # `with tqdm(...)`): the loop stays in the glue, so each step's calls compile as their own
+    # frames and the host code runs between them.
+    if any(isinstance(n, (cst.For, cst.While)) for k, j in runs for st in body[k:j + 1] for n in walk_no_defs(st)):
         looped = build(runs, inline=True)
         if isinstance(looped, Rewrite):
             yield looped
@@ -436,19 +459,42 @@ def _eager_runs(body: Sequence[cst.BaseStatement], holds: Sequence[bool]) -> lis
     return runs
 
 
-def _caller_compiles(ctx: Ctx, path: str, written: dict[str, str], fn: str, cls: str) -> dict[str, str] | Refusal:
+def _fresh_name(idx: Index, name: str) -> str:
+    """NAME, with underscores added until no name of the module is spelled so."""
+    taken = {n.value for n in walk(idx.module) if isinstance(n, cst.Name)}
+    while name in taken:
+        name += "_"
+    return name
+
+
+def _factory_def(ctx: Ctx, text: str | None = None) -> tuple[cst.Module, cst.FunctionDef | None]:
+    assert ctx.target_file is not None
+    mod = cst.parse_module(text if text is not None else ctx.read(ctx.target_file))
+    return mod, next((n for n in mod.body if isinstance(n, cst.FunctionDef) and n.name.value == ctx.factory), None)
+
+
+def _factory_loads(ctx: Ctx, fn: str, attr: str | None = None) -> list[cst.CSTNode]:
+    """The factory's reads of FN (of ``FN.ATTR`` with ATTR), on disk."""
+    try:
+        _, fac = _factory_def(ctx)
+    except (cst.ParserSyntaxError, OSError):
+        return []
+    return _loads(fac, fn, attr) if fac is not None else []
+
+
+def _caller_compiles(ctx: Ctx, path: str, written: dict[str, str], fn: str, cls: str,
+                     attr: str | None = None) -> dict[str, str] | Refusal:
     """The factory (the caller) made to return an instance of CLS where it returned the
-    function FN (defined in PATH): the WRITTEN files, with the factory's file (as written, or
-    as on disk) changed so (its ``from ... import FN`` imports CLS too)."""
+    function FN (with ATTR: the method ``FN.ATTR``) defined in PATH: the WRITTEN files, with the
+    factory's file (as written, or as on disk) changed so (its ``from ... import FN`` imports
+    CLS too)."""
     assert ctx.target_file is not None and ctx.factory is not None
     tf = ctx.target_file
     files = dict(written)
-    text = files.get(tf) or ctx.read(tf)
-    mod = cst.parse_module(text)
-    fac = next((n for n in mod.body if isinstance(n, cst.FunctionDef) and n.name.value == ctx.factory), None)
+    mod, fac = _factory_def(ctx, files.get(tf))
     if fac is None:
         return Refusal("region-split", f"the factory {ctx.factory}() is not a module-level function of {tf}")
-    swaps: dict[cst.CSTNode, object] = {n: cst.parse_expression(f"{cls}()") for n in _loads(fac, fn)}
+    swaps: dict[cst.CSTNode, object] = {n: cst.parse_expression(f"{cls}()") for n in _loads(fac, fn, attr)}
     if not swaps:
         return Refusal("region-split", f"the factory {ctx.factory}() does not pass {fn} itself")
     if tf != path:
@@ -464,14 +510,18 @@ def _caller_compiles(ctx: Ctx, path: str, written: dict[str, str], fn: str, cls:
     return files
 
 
-def _loads(fac: cst.FunctionDef, name: str) -> list[cst.Name]:
-    """The reads of NAME in the factory's body (not attribute names, keywords or targets)."""
-    out = []
+def _loads(fac: cst.FunctionDef, name: str, attr: str | None = None) -> list[cst.CSTNode]:
+    """The reads of NAME in the factory's body (not attribute names, keywords or targets);
+    with ATTR, of ``NAME.ATTR``."""
+    out: list[cst.CSTNode] = []
     for st in fac.body.body:
         stack: list[cst.CSTNode] = [st]
         while stack:
             n = stack.pop()
             if isinstance(n, cst.Attribute):
+                if attr is not None and n.attr.value == attr and isinstance(n.value, cst.Name) \
+                        and n.value.value == name:
+                    out.append(n)
                 stack.append(n.value)
                 continue
             if isinstance(n, cst.Arg):
@@ -479,7 +529,7 @@ def _loads(fac: cst.FunctionDef, name: str) -> list[cst.Name]:
                 continue
             if isinstance(n, (cst.AssignTarget, cst.FunctionDef, cst.Lambda)):
                 continue
-            if isinstance(n, cst.Name) and n.value == name:
+            if attr is None and isinstance(n, cst.Name) and n.value == name:
                 out.append(n)
             stack.extend(n.children)
     return out
