@@ -926,6 +926,17 @@ def test_a_method_compiled_unbound_is_split_below_a_module_the_factory_compiles(
     assert f.verified and f.after.sites == 0 and f.after.graphs >= 1, f.why_not
 
 
+def test_a_function_entry_under_a_grad_mode_decorator_keeps_that_mode_around_its_glue():
+    # `@torch.no_grad()` on the function the factory passes: its split module's glue runs in
+    # `with torch.no_grad():`, so the parts it calls compile under that mode as before.
+    site, rw, f = _trial_of("no_grad_tally", "NO_GRAD_TALLY", "entry-split", "in place (its loop")
+    assert (site.gb_id, site.line) == ("GB0124", marked_line(RULES_SRC, "NO_GRAD_TALLY"))
+    text = rw.files[str(RULES_SRC)].split("class _TallyScoresSplit")[1]
+    assert "    @torch.compiler.disable(recursive=False)" in text
+    assert "        with torch.no_grad():\n            totals = self._forward_before(net)\n" in text
+    assert f.verified and f.after.sites == 0 and f.after.graphs >= 1, f.why_not
+
+
 def test_a_rewrite_that_moves_its_break_into_code_it_feeds_goes_on_with_that_breaks_rule():
     # count-selected keeps the count as int(...): the break moves to that int(); the chain
     # joins the rule for the moved break (the count kept as a tensor) into one patch.

@@ -1619,3 +1619,20 @@ def unbound_step():
     b.net.load_state_dict(a.net.state_dict())
     return [(Learner.step, (a, [torch.randn(3, 4), torch.randn(3, 4)]), {}),
             (Learner.step, (b, [torch.randn(5, 4)]), {})]
+
+
+@torch.no_grad()
+def tally_scores(net, batches):
+    net.eval()
+    totals = []
+    for xb in batches:
+        totals.append(net(xb).sum().item())  # NO_GRAD_TALLY
+    net.train()
+    return sum(totals) / len(totals)
+
+
+def no_grad_tally():
+    torch.manual_seed(0)
+    net = Critic()
+    return [(tally_scores, (net, [torch.randn(2, 4), torch.randn(3, 4)]), {}),
+            (tally_scores, (net, [torch.randn(5, 4)]), {})]

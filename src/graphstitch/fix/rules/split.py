@@ -73,6 +73,7 @@ def _split_at(ctx: Ctx, entry: StackEntry, chain: Sequence[StackEntry] = ()) -> 
     cls = idx.parents.get(idx.parents.get(func, func), None)
     fn_entry: cst.FunctionDef | None = None     # a function entry: split into a module the caller compiles
     unbound = False
+    modes: list[cst.BaseExpression] = []        # its grad-mode decorators, a `with` in the glue
     if chain:
         if not isinstance(cls, cst.ClassDef) or func.decorators or not func.params.params:
             return
@@ -85,9 +86,12 @@ def _split_at(ctx: Ctx, entry: StackEntry, chain: Sequence[StackEntry] = ()) -> 
         unbound = bool(ctx.factory and ctx.target_file and frames and frames[0] == entry
                        and _factory_loads(ctx, cls.name.value, func.name.value))
     else:
-        if not isinstance(idx.parents.get(func), cst.Module) or func.decorators or not ctx.factory \
-                or not ctx.target_file:
+        if not isinstance(idx.parents.get(func), cst.Module) or not ctx.factory or not ctx.target_file \
+                or not all(_grad_mode(d.decorator) for d in func.decorators):
             return
+        # `@torch.inference_mode()` and the like: the glue runs its body in that context, so
+        # the parts it calls compile under it as before.
+        modes = [d.decorator for d in func.decorators]
         # torch.compile(fn) traces through a disable() on fn itself: the split belongs at the
         # torch.compile call. The parts go into a module whose forward is the eager glue, and
         # the factory (the caller) compiles that module instead of the function.
@@ -246,6 +250,11 @@ def _split_at(ctx: Ctx, entry: StackEntry, chain: Sequence[StackEntry] = ()) -> 
         # without recursion: the glue under it, and the parts it calls still compile.
         outer = [cst.Decorator(cst.parse_expression("torch.compiler.disable(recursive=False)"))] \
             if func.decorators and fn_entry is None else []
+        if modes:
+            glue = [cst.With(items=[cst.WithItem(m, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+                                    for m in modes[:-1]] + [cst.WithItem(modes[-1])],
+                             body=cst.IndentedBlock(body=glue),
+                             leading_lines=[])]
         new_func = func.with_changes(decorators=[*outer, *func.decorators, deco] if outer else [deco],
                                      body=func.body.with_changes(body=declare(glue)))
         spans = [f"{idx.pos[body[k]]}" + (f"–{idx.end[body[j]]}" if idx.end[body[j]] > idx.pos[body[k]] else "")
@@ -457,6 +466,21 @@ def _eager_runs(body: Sequence[cst.BaseStatement], holds: Sequence[bool]) -> lis
         else:
             runs.append((i, i))
     return runs
+
+
+# torch's grad-mode and autocast decorators: context managers a function can be decorated with
+_GRAD_MODES = {"no_grad", "enable_grad", "inference_mode", "set_grad_enabled", "autocast"}
+
+
+def _grad_mode(deco: cst.BaseExpression) -> bool:
+    """DECO is ``@torch.no_grad()`` (``torch.inference_mode()``, ``torch.amp.autocast(...)``…): a
+    call of torch's context manager, which a ``with`` around the body can stand for."""
+    if not isinstance(deco, cst.Call) or not isinstance(deco.func, cst.Attribute):
+        return False
+    root: cst.BaseExpression = deco.func
+    while isinstance(root, cst.Attribute):
+        root = root.value
+    return deco.func.attr.value in _GRAD_MODES and isinstance(root, cst.Name) and root.value == "torch"
 
 
 def _fresh_name(idx: Index, name: str) -> str:
