@@ -1429,3 +1429,9 @@ def test_a_run_time_hatch_on_a_baseline_with_its_own_hatch_wraps_the_function_in
     mine = report.fixes_for(site.id)
     assert [f.candidate for f in mine] == ["leaf_function on scale_down()"], [(f.candidate, f.why_not) for f in mine]
     assert mine[0].verified, mine[0].why_not
+
+
+def test_a_number_that_becomes_a_size_is_not_kept_a_tensor():
+    # `int(t[0])` feeding `.view(side, side)`: a tensor there is read back as an int
+    _refused_only("sized", "SIZE_ARG", "GB0124", "item-keep-tensor",
+                  f"the value of side is a size in `.view(...)` at line {marked_line(RULES_SRC, 'SIZE_ARG') + 1}")

@@ -1636,3 +1636,17 @@ def no_grad_tally():
     net = Critic()
     return [(tally_scores, (net, [torch.randn(2, 4), torch.randn(3, 4)]), {}),
             (tally_scores, (net, [torch.randn(5, 4)]), {})]
+
+
+def tiled_grid(scale, base):
+    # a size read from a tensor: the number feeds `view`/`expand`, where a tensor would be
+    # read back as a Python int (the same break, a line later)
+    side = int(scale[0])  # SIZE_ARG
+    grid = base[: side * side].view(side, side)
+    return grid.expand(2, side, side) * 2
+
+
+def sized():
+    torch.manual_seed(0)
+    return [(tiled_grid, (torch.tensor([3.0]), torch.randn(16)), {}),
+            (tiled_grid, (torch.tensor([2.0]), torch.randn(16)), {})]

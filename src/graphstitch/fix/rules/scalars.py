@@ -16,6 +16,12 @@ from .syntax import add_import, assigned, names, small, small_stmt, walk
 
 _SCALAR_CASTS = ("float", "int", "bool")
 _DATA_DEPENDENT = re.compile(r"[Dd]ata[- ]dependent|GB0170")
+# Calls whose positional arguments are sizes (a tensor's methods, torch's factories, range):
+# a tensor passed there is read back as a Python int, the same break one line later.
+_SIZE_METHODS = frozenset({"view", "reshape", "expand", "repeat", "new_zeros", "new_ones", "new_empty", "new_full",
+                           "unflatten", "narrow", "tile"})
+_SIZE_CALLS = frozenset({"range", "torch.zeros", "torch.ones", "torch.empty", "torch.full", "torch.rand",
+                         "torch.randn", "torch.arange", "torch.linspace", "torch.eye"})
 
 
 def _unwrap_scalar(node: cst.BaseExpression) -> cst.BaseExpression | None:
@@ -107,6 +113,10 @@ def _item_keep_tensor(ctx: Ctx, zero_d: bool) -> Iterator[Rewrite | Refusal]:
                           f"`{'if' if isinstance(st, cst.If) else 'while'}` at line {ctx.pos[st]}: keeping the "
                           "tensor would move the break there")
             return
+    if scalars and (use := _size_use(ctx, made)):
+        yield Refusal("item-keep-tensor", f"the value of {', '.join(sorted(made))} is a size in {use}: a tensor "
+                      "there is read back as a Python number, the same break")
+        return
     # Python-number helpers on the value, rewritten to their tensor forms. A list made by a
     # comprehension of kept values is a list of 0-d tensors.
     lists = {t for sm in small(ctx.stmt) if isinstance(sm, cst.Assign) and isinstance(sm.value, cst.ListComp)
@@ -149,6 +159,26 @@ def _item_keep_tensor(ctx: Ctx, zero_d: bool) -> Iterator[Rewrite | Refusal]:
         yield Rewrite("item-keep-tensor", "rewrite", "keep the 0-d tensor, truncated like int()",
                       "the value stays a (truncated) tensor: same math, but its dtype now takes part in type promotion",
                       {ctx.path: add_import(ctx.swap(trunc), "import torch")})
+
+
+def _size_use(ctx: Ctx, made: set[str]) -> str | None:
+    """Where a name of MADE is a size later in the function (an argument of a size-taking
+    call, a slice bound), for people; None when it is not."""
+    line: dict[cst.CSTNode, int] = {}   # each use, at the line of the innermost statement holding it
+    what: dict[cst.CSTNode, str] = {}
+    for st in ctx.later_in_func():
+        for n in walk(st):
+            if isinstance(n, cst.Call):
+                fname = ctx.code(n.func)
+                method = isinstance(n.func, cst.Attribute) and n.func.attr.value in _SIZE_METHODS
+                if (method or fname in _SIZE_CALLS) and any(made & names(a.value) for a in n.args if not a.keyword):
+                    what[n] = f"`{'.' + fname.split('.')[-1] if method else fname}(...)`"
+            elif isinstance(n, cst.Slice) and any(b is not None and made & names(b) for b in (n.lower, n.upper)):
+                what[n] = "a slice"
+            if n in what:
+                line[n] = ctx.pos.get(st, 0)
+    first = min(what, key=lambda n: line[n], default=None)
+    return None if first is None else f"{what[first]} at line {line[first]}"
 
 
 @rule("tolist-keep-tensor")
