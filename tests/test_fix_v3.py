@@ -1435,3 +1435,11 @@ def test_a_number_that_becomes_a_size_is_not_kept_a_tensor():
     # `int(t[0])` feeding `.view(side, side)`: a tensor there is read back as an int
     _refused_only("sized", "SIZE_ARG", "GB0124", "item-keep-tensor",
                   f"the value of side is a size in `.view(...)` at line {marked_line(RULES_SRC, 'SIZE_ARG') + 1}")
+
+
+def test_a_bound_read_back_from_an_arange_is_computed_on_the_host():
+    site, rw, f = _trial_of("chunked", "ARANGE_END", "arange-bound")
+    assert (site.gb_id, site.line) == ("GB0124", marked_line(RULES_SRC, "ARANGE_END"))
+    assert "        pos = int(pos + math.ceil(min(x.shape[0], pos + chunk) - pos) - 1) + 1  # ARANGE_END\n" \
+        in rw.files[str(RULES_SRC)]
+    assert f.verified and f.after.sites == 0, f.why_not

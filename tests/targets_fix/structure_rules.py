@@ -1650,3 +1650,19 @@ def sized():
     torch.manual_seed(0)
     return [(tiled_grid, (torch.tensor([3.0]), torch.randn(16)), {}),
             (tiled_grid, (torch.tensor([2.0]), torch.randn(16)), {})]
+
+
+def chunked_total(x, chunk):
+    # rows chunk by chunk: the next start is read back from the chunk's index tensor
+    total = torch.zeros(x.shape[1:])
+    pos = 0
+    while pos < x.shape[0]:
+        idx = torch.arange(pos, min(x.shape[0], pos + chunk))
+        pos = int(idx[-1]) + 1  # ARANGE_END
+        total = total + x[idx].sum(0) * pos
+    return total
+
+
+def chunked():
+    torch.manual_seed(0)
+    return [(chunked_total, (torch.randn(7, 3), 3), {}), (chunked_total, (torch.randn(7, 3), 3), {})]

@@ -361,3 +361,89 @@ def _unique_segment_reduce(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
                       "one scatter-add, no Python loop; turns on capture_dynamic_output_shape_ops for the process "
                       "(float sums may round in another order)", {ctx.path: code})
         return
+
+
+@rule("arange-bound")
+def _arange_bound(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
+    """``int(t[-1])`` / ``t[0].item()`` of ``t = torch.arange(start, end)`` made from Python
+    numbers earlier in the function: the number is the range's own bound, computed on the host
+    (``start + math.ceil(end - start) - 1``, or ``start``) instead of read back from the tensor.
+    Every such read in the function is rewritten: a chunk loop reads it in each of its loops."""
+    if ctx.func is None or not isinstance(ctx.stmt, cst.SimpleStatementLine):
+        return
+    stmts = [ctx.stmt, *(st for st in ctx.later_in_func() if isinstance(st, cst.SimpleStatementLine))]
+    swaps: dict[cst.CSTNode, object] = {}
+    for st in stmts:
+        for n in walk(st):
+            if isinstance(n, cst.Call) and (new := _bound_of(ctx, st, n)) is not None:
+                swaps[n] = new
+    if not set(walk(ctx.stmt)) & swaps.keys():
+        return
+    yield Rewrite("arange-bound", "rewrite", "compute the arange's bound on the host instead of reading it back",
+                  "an empty range raised IndexError at the read; now the number is computed from its bounds",
+                  {ctx.path: add_import(ctx.swap(swaps), "import math")})
+
+
+def _bound_of(ctx: Ctx, st: cst.BaseStatement, call: cst.Call) -> cst.BaseExpression | None:
+    """CALL (``int(t[-1])``, ``t[0].item()``, ``float(t[0])``) in statement ST as the host
+    expression of the bound it reads, when ``t`` is the arange of the last statement before
+    ST in an enclosing block that binds it, and nothing between rebinds what the bounds read."""
+    inner = _unwrap_scalar(call)
+    if not (isinstance(inner, cst.Subscript) and isinstance(inner.value, cst.Name) and len(inner.slice) == 1
+            and isinstance(el := inner.slice[0].slice, cst.Index)):
+        return None
+    which = ctx.code(el.value).replace(" ", "")
+    if which not in ("0", "-1"):
+        return None
+    name, line = inner.value.value, ctx.pos.get(st, 0)
+    before = [s for s in _func_stmts(ctx) if ctx.pos.get(s, 0) < line and name in _binds(s)]
+    if not before or not isinstance(made := before[-1], cst.SimpleStatementLine) or len(made.body) != 1:
+        return None
+    a = made.body[0]
+    if not (isinstance(a, cst.Assign) and len(a.targets) == 1 and isinstance(a.targets[0].target, cst.Name)
+            and isinstance(a.value, cst.Call) and ctx.code(a.value.func) == "torch.arange"):
+        return None
+    args = a.value.args
+    if any(x.keyword is not None and x.keyword.value != "device" for x in args) or any(x.star for x in args):
+        return None
+    pos = [ctx.code(x.value) for x in args if x.keyword is None]
+    if len(pos) not in (1, 2) or not isinstance(block := ctx.parents.get(made), cst.IndentedBlock) \
+            or not any(ctx.idx.contains(s, line) for s in block.body):
+        return None
+    # nothing between the arange and the read rebinds a name its bounds read, nor does a loop
+    # around the read alone (its next turn would read the old tensor with the new names)
+    between = [s for s in _func_stmts(ctx) if ctx.pos.get(made, 0) < ctx.pos.get(s, 0) < line]
+    outer = set(_ancestors(ctx, made))
+    for loop in (n for n in _ancestors(ctx, st) if isinstance(n, (cst.For, cst.While)) and n not in outer):
+        between += [s for s in walk(loop) if isinstance(s, cst.BaseStatement)]
+    if set().union(*(_binds(s) for s in between)) & ({n for x in args for n in names(x.value)} | {name}):
+        return None
+    start, end = (pos if len(pos) == 2 else ["0", pos[0]])
+    plain = start if re.fullmatch(r"[\w.]+", start) else f"({start})"
+    text = plain if which == "0" else \
+        (f"math.ceil({end}) - 1" if len(pos) == 1 else f"{plain} + math.ceil({end} - {plain}) - 1")
+    cast = call.func.value if isinstance(call.func, cst.Name) else None
+    return cst.parse_expression(f"{cast}({text})" if cast else f"({text})")
+
+
+def _func_stmts(ctx: Ctx) -> list[cst.BaseStatement]:
+    assert ctx.func is not None
+    return [n for n in walk(ctx.func.body) if isinstance(n, cst.BaseStatement)]
+
+
+def _ancestors(ctx: Ctx, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    up = ctx.parents.get(node)
+    while up is not None:
+        yield up
+        up = ctx.parents.get(up)
+
+
+def _binds(st: cst.BaseStatement) -> set[str]:
+    """Names ST binds itself (its header, for a compound statement)."""
+    if isinstance(st, cst.SimpleStatementLine):
+        return set(assigned(st))
+    if isinstance(st, cst.For):
+        return names(st.target)
+    if isinstance(st, cst.With):
+        return {n for it in st.items if it.asname is not None for n in names(it.asname.name)}
+    return set()
