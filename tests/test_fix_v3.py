@@ -866,10 +866,11 @@ def test_a_glued_function_in_the_factory_file_keeps_the_factory_pointed_at_the_s
 
 
 def test_a_split_is_refused_when_a_part_before_the_last_returns(tmp_path):
-    # An early return before the gap: the glue could not tell it from falling through.
+    # A return inside an eager gap: run in the gap's own helper, the glue could not tell it
+    # from falling through. (An early return in a compiled part stays in the glue instead.)
     prog = tmp_path / "early_split.py"
     prog.write_text(RULES_SRC.read_text().replace(
-        "        h = self.a(x)\n", "        h = self.a(x)\n        if x.shape[0] == 0:\n            return h.sum(-1)\n"))
+        '            print("large activations after a")\n', "            return h.sum(-1)\n"))
     base = census_target(f"{prog}:two_gaps", OPTS, project_root=str(tmp_path))
     site = next(s for s in base.sites if s.line == marked_line(prog, "CHECK_A"))
     props, refused = proposals(site, str(tmp_path), target_file=str(prog), factory="two_gaps", sites=base.sites)
@@ -1442,4 +1443,15 @@ def test_a_bound_read_back_from_an_arange_is_computed_on_the_host():
     assert (site.gb_id, site.line) == ("GB0124", marked_line(RULES_SRC, "ARANGE_END"))
     assert "        pos = int(pos + math.ceil(min(x.shape[0], pos + chunk) - pos) - 1) + 1  # ARANGE_END\n" \
         in rw.files[str(RULES_SRC)]
+    assert f.verified and f.after.sites == 0, f.why_not
+
+
+def test_an_early_return_stays_in_the_glue_of_a_region_split():
+    # `if len(self.rows) < n: return ...` before the graph work: in a compiled part its return
+    # would leave only the part; the split keeps it in the eager glue, the rest compiles.
+    site, rw, f = _trial_of("replayed", "EARLY_GUARD", "region-split")
+    assert (site.gb_id, site.line) == ("GB0124", marked_line(RULES_SRC, "EARLY_GUARD"))
+    text = rw.files[str(RULES_SRC)]
+    assert "        if len(self.rows) < n:  # an early return, before the graph work\n" \
+        "            return torch.zeros(())\n        h = self._forward_between(x, n)\n" in text
     assert f.verified and f.after.sites == 0, f.why_not

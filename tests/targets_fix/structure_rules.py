@@ -1666,3 +1666,24 @@ def chunked_total(x, chunk):
 def chunked():
     torch.manual_seed(0)
     return [(chunked_total, (torch.randn(7, 3), 3), {}), (chunked_total, (torch.randn(7, 3), 3), {})]
+
+
+class Replay(torch.nn.Module):
+    def __init__(self, rows):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3)
+        self.rows = rows
+        self.seen = []
+
+    def forward(self, x, n):
+        if len(self.rows) < n:  # an early return, before the graph work
+            return torch.zeros(())
+        h = self.lin(torch.stack(self.rows[:n])) * x
+        self.seen.append(h.sum().item())  # EARLY_GUARD
+        return h.relu().sum() + len(self.seen)
+
+
+def replayed():
+    torch.manual_seed(0)
+    m = Replay([torch.randn(3) for _ in range(6)])
+    return [(m, (torch.randn(3), 4), {}), (m, (torch.randn(3), 2), {}), (m, (torch.randn(3), 9), {})]

@@ -128,8 +128,10 @@ def _split_at(ctx: Ctx, entry: StackEntry, chain: Sequence[StackEntry] = ()) -> 
     # be: a scheduler built from the gap's optimizer, a part returning what Dynamo cannot
     # rebuild) joins the gap too, when the split is proposed again (``ctx.gap_code``).
     text = idx.module.code.splitlines()
-    grown = [bool(ctx.gap_code) and any(ln.strip() in ctx.gap_code for ln in text[idx.pos[st] - 1:idx.end[st]])
-             for st in body]
+    # (Not an early return: it stays in the glue, and a frame of the glue's call to a part
+    # names the glue's own lines.)
+    grown = [bool(ctx.gap_code) and not _returns(st) and
+             any(ln.strip() in ctx.gap_code for ln in text[idx.pos[st] - 1:idx.end[st]]) for st in body]
     holds = [g or any(idx.contains(st, ln) for ln in lines) or
              any(c in reached or any(_called(d) & reached for d in defs.get(c, ())) for c in _called(st))
              for st, g in zip(body, grown)]
@@ -167,9 +169,30 @@ def _split_at(ctx: Ctx, entry: StackEntry, chain: Sequence[StackEntry] = ()) -> 
             pos = j + 1
         if pos < len(body):
             parts.append((False, body[pos:]))
+        # A compiled part's statement that returns early (`if len(memory) < batch: return 0.0`)
+        # stays in the glue, where its return returns from the function; the statements
+        # around it compile as parts of their own.
+        guards: set[int] = set()     # the parts kept in the glue as they are
+        cut: list[tuple[bool, list[cst.BaseStatement]]] = []
+        for i, (eager, stmts) in enumerate(parts):
+            if eager or i == len(parts) - 1 or not any(_returns(st) for st in stmts):
+                cut.append((eager, stmts))
+                continue
+            run: list[cst.BaseStatement] = []
+            for st in stmts:
+                if _returns(st):
+                    cut += [(False, run)] if run else []
+                    guards.add(len(cut))
+                    cut.append((True, [st]))
+                    run = []
+                else:
+                    run.append(st)
+            cut += [(False, run)] if run else []
+        parts = cut
         if any(_yields(st) for st in body):
             return Refusal("region-split", "the function yields (a generator); it cannot be split")
-        if any(_returns(st) for eager, stmts in parts[:-1] if not (eager and inline) for st in stmts):
+        if any(_returns(st) for i, (eager, stmts) in enumerate(parts[:-1]) if not (eager and inline) and i not in guards
+               for st in stmts):
             return Refusal("region-split", "a statement before the last part returns; forward cannot be split there")
         if scoped[cst.Nonlocal]:
             return Refusal("region-split", f"the function declares `nonlocal {', '.join(sorted(scoped[cst.Nonlocal]))}`"
@@ -212,8 +235,8 @@ def _split_at(ctx: Ctx, entry: StackEntry, chain: Sequence[StackEntry] = ()) -> 
         avail = set(params)     # the names the glue holds so far
         for i, (eager, stmts) in enumerate(parts):
             last = i == len(parts) - 1
-            if last and not eager and not _computes(stmts) or eager and inline:
-                # `return loss`, or a gap kept in place: in the glue
+            if last and not eager and not _computes(stmts) or eager and inline or i in guards:
+                # `return loss`, an early return, or a gap kept in place: in the glue
                 kept = [new for st in stmts if isinstance(new := swap_in(st, _eager_calls(idx, entry.file, st, sites)),
                                                           cst.BaseStatement)]
                 glue += [st.with_changes(leading_lines=[]) if isinstance(st, cst.SimpleStatementLine) else st
