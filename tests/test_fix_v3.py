@@ -1455,3 +1455,9 @@ def test_an_early_return_stays_in_the_glue_of_a_region_split():
     assert "        if len(self.rows) < n:  # an early return, before the graph work\n" \
         "            return torch.zeros(())\n        h = self._forward_between(x, n)\n" in text
     assert f.verified and f.after.sites == 0, f.why_not
+
+
+def test_a_bound_whose_names_a_loop_rebinds_is_not_computed_on_the_host():
+    # `start` changes each turn of the loop around the read, the arange made before it does not
+    _refused_only("stepped", "ARANGE_STALE", "GB0124", "arange-bound",
+                  f"`start` is bound again between the arange at line {marked_line(RULES_SRC, 'ARANGE_STALE') - 3}")

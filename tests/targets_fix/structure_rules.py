@@ -1687,3 +1687,17 @@ def replayed():
     torch.manual_seed(0)
     m = Replay([torch.randn(3) for _ in range(6)])
     return [(m, (torch.randn(3), 4), {}), (m, (torch.randn(3), 2), {}), (m, (torch.randn(3), 9), {})]
+
+
+def stepped_total(x, start):
+    idx = torch.arange(start, start + 3)
+    total = x[idx].sum()
+    for _ in range(2):
+        total = total + int(idx[-1])  # ARANGE_STALE
+        start = start + 1
+    return total
+
+
+def stepped():
+    torch.manual_seed(0)
+    return [(stepped_total, (torch.randn(8), 1), {}), (stepped_total, (torch.randn(8), 4), {})]

@@ -12,7 +12,7 @@ import libcst as cst
 
 from .base import Ctx, Refusal, Rewrite, rule
 from .branches import tensor_bool, where_assign, where_return
-from .syntax import add_import, assigned, names, small, small_stmt, walk
+from .syntax import add_import, assigned, bound, names, small, small_stmt, walk
 
 _SCALAR_CASTS = ("float", "int", "bool")
 _DATA_DEPENDENT = re.compile(r"[Dd]ata[- ]dependent|GB0170")
@@ -373,21 +373,27 @@ def _arange_bound(ctx: Ctx) -> Iterator[Rewrite | Refusal]:
         return
     stmts = [ctx.stmt, *(st for st in ctx.later_in_func() if isinstance(st, cst.SimpleStatementLine))]
     swaps: dict[cst.CSTNode, object] = {}
+    why: list[str] = []
     for st in stmts:
         for n in walk(st):
             if isinstance(n, cst.Call) and (new := _bound_of(ctx, st, n)) is not None:
-                swaps[n] = new
+                if isinstance(new, str):
+                    why += [new] if st is ctx.stmt else []
+                else:
+                    swaps[n] = new
     if not set(walk(ctx.stmt)) & swaps.keys():
+        yield from (Refusal("arange-bound", w) for w in why[:1])
         return
     yield Rewrite("arange-bound", "rewrite", "compute the arange's bound on the host instead of reading it back",
                   "an empty range raised IndexError at the read; now the number is computed from its bounds",
                   {ctx.path: add_import(ctx.swap(swaps), "import math")})
 
 
-def _bound_of(ctx: Ctx, st: cst.BaseStatement, call: cst.Call) -> cst.BaseExpression | None:
+def _bound_of(ctx: Ctx, st: cst.BaseStatement, call: cst.Call) -> cst.BaseExpression | str | None:
     """CALL (``int(t[-1])``, ``t[0].item()``, ``float(t[0])``) in statement ST as the host
     expression of the bound it reads, when ``t`` is the arange of the last statement before
-    ST in an enclosing block that binds it, and nothing between rebinds what the bounds read."""
+    ST in an enclosing block that binds it, and nothing between rebinds what the bounds read
+    (then why not, for people)."""
     inner = _unwrap_scalar(call)
     if not (isinstance(inner, cst.Subscript) and isinstance(inner.value, cst.Name) and len(inner.slice) == 1
             and isinstance(el := inner.slice[0].slice, cst.Index)):
@@ -396,7 +402,7 @@ def _bound_of(ctx: Ctx, st: cst.BaseStatement, call: cst.Call) -> cst.BaseExpres
     if which not in ("0", "-1"):
         return None
     name, line = inner.value.value, ctx.pos.get(st, 0)
-    before = [s for s in _func_stmts(ctx) if ctx.pos.get(s, 0) < line and name in _binds(s)]
+    before = [s for s in _func_stmts(ctx) if ctx.pos.get(s, 0) < line and name in bound([s])]
     if not before or not isinstance(made := before[-1], cst.SimpleStatementLine) or len(made.body) != 1:
         return None
     a = made.body[0]
@@ -412,12 +418,12 @@ def _bound_of(ctx: Ctx, st: cst.BaseStatement, call: cst.Call) -> cst.BaseExpres
         return None
     # nothing between the arange and the read rebinds a name its bounds read, nor does a loop
     # around the read alone (its next turn would read the old tensor with the new names)
-    between = [s for s in _func_stmts(ctx) if ctx.pos.get(made, 0) < ctx.pos.get(s, 0) < line]
-    outer = set(_ancestors(ctx, made))
-    for loop in (n for n in _ancestors(ctx, st) if isinstance(n, (cst.For, cst.While)) and n not in outer):
-        between += [s for s in walk(loop) if isinstance(s, cst.BaseStatement)]
-    if set().union(*(_binds(s) for s in between)) & ({n for x in args for n in names(x.value)} | {name}):
-        return None
+    between: list[cst.CSTNode] = [s for s in _func_stmts(ctx) if ctx.pos.get(made, 0) < ctx.pos.get(s, 0) < line]
+    outer = set(_loops(ctx, made))
+    between += [loop for loop in _loops(ctx, st) if loop not in outer]
+    if again := bound(between) & ({n for x in args for n in names(x.value)} | {name}):
+        return f"`{', '.join(sorted(again))}` is bound again between the arange at line {ctx.pos.get(made)} and " \
+            f"the read at line {line} (or by a loop around the read): its bounds are not what they were"
     start, end = (pos if len(pos) == 2 else ["0", pos[0]])
     plain = start if re.fullmatch(r"[\w.]+", start) else f"({start})"
     text = plain if which == "0" else \
@@ -431,19 +437,11 @@ def _func_stmts(ctx: Ctx) -> list[cst.BaseStatement]:
     return [n for n in walk(ctx.func.body) if isinstance(n, cst.BaseStatement)]
 
 
-def _ancestors(ctx: Ctx, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    up = ctx.parents.get(node)
-    while up is not None:
-        yield up
-        up = ctx.parents.get(up)
-
-
-def _binds(st: cst.BaseStatement) -> set[str]:
-    """Names ST binds itself (its header, for a compound statement)."""
-    if isinstance(st, cst.SimpleStatementLine):
-        return set(assigned(st))
-    if isinstance(st, cst.For):
-        return names(st.target)
-    if isinstance(st, cst.With):
-        return {n for it in st.items if it.asname is not None for n in names(it.asname.name)}
-    return set()
+def _loops(ctx: Ctx, node: cst.CSTNode) -> list[cst.CSTNode]:
+    """The loops around NODE, innermost first."""
+    out = []
+    loop = ctx.idx.enclosing(node, (cst.For, cst.While))
+    while loop is not None:
+        out.append(loop)
+        loop = ctx.idx.enclosing(loop, (cst.For, cst.While))
+    return out
