@@ -161,7 +161,9 @@ def test_a_hung_rank_is_bounded_by_timeout_and_the_other_census_is_kept(tmp_path
     # 40 s: rank 0 must finish first even on a loaded 2-core machine.
     rc, doc, wall, p = run_ranks_cli("hangs", tmp_path, "--timeout", "40", "--no-eager-check")
     assert rc == 3, p.stderr
-    assert wall < 40 + 20
+    # Bounded by --timeout, not by the 240 s the subprocess is given: the rest is torchrun's start,
+    # two imports of torch and the teardown, which took 21 s on a loaded 2-core machine.
+    assert wall < 40 + 60
     assert [f["rank"] for f in doc["failed"]] == [1] and doc["failed"][0]["kind"] == "timeout"
     assert doc["censuses"]["0"]["error"] is None and doc["censuses"]["0"]["graph_count"] == 2
     # What rank 1 compiled before it hung was streamed to disk and survives the kill.
