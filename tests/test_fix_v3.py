@@ -1459,5 +1459,5 @@ def test_an_early_return_stays_in_the_glue_of_a_region_split():
 
 def test_a_bound_whose_names_a_loop_rebinds_is_not_computed_on_the_host():
     # `start` changes each turn of the loop around the read, the arange made before it does not
-    _refused_only("stepped", "ARANGE_STALE", "GB0124", "arange-bound",
+    _refused_only("stale_bound", "ARANGE_STALE", "GB0124", "arange-bound",
                   f"`start` is bound again between the arange at line {marked_line(RULES_SRC, 'ARANGE_STALE') - 3}")

@@ -1698,6 +1698,6 @@ def stepped_total(x, start):
     return total
 
 
-def stepped():
+def stale_bound():
     torch.manual_seed(0)
     return [(stepped_total, (torch.randn(8), 1), {}), (stepped_total, (torch.randn(8), 4), {})]
